@@ -1,0 +1,129 @@
+"""mme_triton: Triton model repositories to SageMaker multi-model endpoints, and back.
+
+The public API is flat: everything below is importable from ``mme_triton`` directly. Submodules are
+imported on first use, so ``import mme_triton`` stays cheap (no boto3, no protobuf, no numpy until needed).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from mme_triton.errors import (
+    ArtifactConflictError,
+    ArtifactError,
+    CodecError,
+    DeploymentError,
+    DeploymentTimeoutError,
+    EndpointFailedError,
+    EndpointNotFoundError,
+    InferenceError,
+    InvalidInputError,
+    LocalStackError,
+    MMETritonError,
+    ModelNotFoundError,
+    ModelNotReadyError,
+    ModelOutOfMemoryError,
+    ModelValidationError,
+    PayloadTooLargeError,
+    ThrottlingError,
+    UnsupportedPlatformError,
+)
+
+if TYPE_CHECKING:
+    from mme_triton.artifact.package import Artifact, package_model
+    from mme_triton.artifact.s3 import list_models, remove_model, upload_models
+    from mme_triton.client.client import MMEClient
+    from mme_triton.client.codec import (
+        InferInput,
+        InferRequestedOutput,
+        decode_response,
+        encode_request,
+    )
+    from mme_triton.endpoint.deploy import AutoScaling, Endpoint, deploy_mme
+    from mme_triton.endpoint.environment import TritonEnvironment
+    from mme_triton.endpoint.images import triton_image_uri
+    from mme_triton.endpoint.teardown import TeardownReport, sweep, teardown
+    from mme_triton.model.problems import Problem
+    from mme_triton.model.validate import validate_model
+
+__version__ = "0.1.0"
+
+# name -> module that defines it; resolved lazily by __getattr__ below.
+_LAZY: dict[str, str] = {
+    "validate_model": "mme_triton.model.validate",
+    "Problem": "mme_triton.model.problems",
+    "package_model": "mme_triton.artifact.package",
+    "Artifact": "mme_triton.artifact.package",
+    "upload_models": "mme_triton.artifact.s3",
+    "list_models": "mme_triton.artifact.s3",
+    "remove_model": "mme_triton.artifact.s3",
+    "triton_image_uri": "mme_triton.endpoint.images",
+    "TritonEnvironment": "mme_triton.endpoint.environment",
+    "deploy_mme": "mme_triton.endpoint.deploy",
+    "Endpoint": "mme_triton.endpoint.deploy",
+    "AutoScaling": "mme_triton.endpoint.deploy",
+    "teardown": "mme_triton.endpoint.teardown",
+    "sweep": "mme_triton.endpoint.teardown",
+    "TeardownReport": "mme_triton.endpoint.teardown",
+    "MMEClient": "mme_triton.client.client",
+    "encode_request": "mme_triton.client.codec",
+    "decode_response": "mme_triton.client.codec",
+    "InferInput": "mme_triton.client.codec",
+    "InferRequestedOutput": "mme_triton.client.codec",
+}
+
+__all__ = [
+    "Artifact",
+    "ArtifactConflictError",
+    "ArtifactError",
+    "AutoScaling",
+    "CodecError",
+    "DeploymentError",
+    "DeploymentTimeoutError",
+    "Endpoint",
+    "EndpointFailedError",
+    "EndpointNotFoundError",
+    "InferInput",
+    "InferRequestedOutput",
+    "InferenceError",
+    "InvalidInputError",
+    "LocalStackError",
+    "MMEClient",
+    "MMETritonError",
+    "ModelNotFoundError",
+    "ModelNotReadyError",
+    "ModelOutOfMemoryError",
+    "ModelValidationError",
+    "PayloadTooLargeError",
+    "Problem",
+    "TeardownReport",
+    "ThrottlingError",
+    "TritonEnvironment",
+    "UnsupportedPlatformError",
+    "__version__",
+    "decode_response",
+    "deploy_mme",
+    "encode_request",
+    "list_models",
+    "package_model",
+    "remove_model",
+    "sweep",
+    "teardown",
+    "triton_image_uri",
+    "upload_models",
+    "validate_model",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mme_triton' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,174 @@
+"""Exceptions raised by mme_triton.
+
+    MMETritonError
+    ├── ModelValidationError        a model directory has errors (carries the problems)
+    ├── ArtifactError               packaging or S3 artifact handling failed
+    │   └── ArtifactConflictError   an artifact with different content already sits under that name
+    ├── CodecError                  a request or response body cannot be encoded/decoded (names the tensor)
+    ├── InferenceError              InvokeEndpoint failed (endpoint, target model, status, Triton's message)
+    │   ├── EndpointNotFoundError   no such endpoint
+    │   ├── ModelNotFoundError      the TargetModel is not under the endpoint's prefix
+    │   ├── InvalidInputError       Triton refused the request (400: input name, shape, datatype)
+    │   ├── ModelOutOfMemoryError   the instance cannot load the model (507)
+    │   ├── ModelNotReadyError      the model was still loading after the retries
+    │   ├── ThrottlingError         too many requests
+    │   └── PayloadTooLargeError    the request body is over InvokeEndpoint's 6 MiB limit
+    ├── DeploymentError             a SageMaker control-plane step failed (rolled back)
+    │   ├── EndpointFailedError     the endpoint went to Failed (carries FailureReason)
+    │   └── DeploymentTimeoutError  the endpoint did not reach InService in time
+    └── LocalStackError             the embedded stack cannot run or failed
+        └── UnsupportedPlatformError  not Linux x86_64 with glibc >= 2.35
+
+Misuse by the caller (a wrong type, an out-of-range option) raises plain ``ValueError``/``TypeError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mme_triton.model.problems import Problem
+
+__all__ = [
+    "ArtifactConflictError",
+    "ArtifactError",
+    "CodecError",
+    "DeploymentError",
+    "DeploymentTimeoutError",
+    "EndpointFailedError",
+    "EndpointNotFoundError",
+    "InferenceError",
+    "InvalidInputError",
+    "LocalStackError",
+    "MMETritonError",
+    "ModelNotFoundError",
+    "ModelNotReadyError",
+    "ModelOutOfMemoryError",
+    "ModelValidationError",
+    "PayloadTooLargeError",
+    "ThrottlingError",
+    "UnsupportedPlatformError",
+]
+
+
+class MMETritonError(Exception):
+    """Root of every error this library raises on purpose."""
+
+
+class ModelValidationError(MMETritonError):
+    """A model directory has validation errors; ``problems`` lists all of them."""
+
+    def __init__(self, path: str, problems: Sequence[Problem]) -> None:
+        self.path = path
+        self.problems = list(problems)
+        errors = [p for p in self.problems if p.severity == "error"]
+        lines = "\n".join(f"  {p}" for p in errors)
+        super().__init__(f"{path}: {len(errors)} validation error(s)\n{lines}")
+
+
+class ArtifactError(MMETritonError):
+    """Packaging a model or handling its artifact on S3 failed."""
+
+
+class ArtifactConflictError(ArtifactError):
+    """An artifact with different content already exists under the same name."""
+
+    def __init__(self, message: str, *, url: str, existing_digest: str | None, new_digest: str) -> None:
+        self.url = url
+        self.existing_digest = existing_digest
+        self.new_digest = new_digest
+        super().__init__(message)
+
+
+class CodecError(MMETritonError):
+    """A request or response body cannot be encoded or decoded; ``tensor`` names the tensor."""
+
+    def __init__(self, message: str, *, tensor: str | None = None) -> None:
+        self.tensor = tensor
+        super().__init__(f"tensor {tensor!r}: {message}" if tensor else message)
+
+
+class InferenceError(MMETritonError):
+    """InvokeEndpoint failed; keeps the endpoint, the target model, the status and Triton's message."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        endpoint_name: str | None = None,
+        target_model: str | None = None,
+        status: int | None = None,
+        error_code: str | None = None,
+    ) -> None:
+        self.message = message
+        self.endpoint_name = endpoint_name
+        self.target_model = target_model
+        self.status = status
+        self.error_code = error_code
+        where = " ".join(
+            part
+            for part in (
+                f"endpoint {endpoint_name!r}" if endpoint_name else "",
+                f"model {target_model!r}" if target_model else "",
+                f"(HTTP {status})" if status else "",
+            )
+            if part
+        )
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class EndpointNotFoundError(InferenceError):
+    """The endpoint does not exist (or is not InService)."""
+
+
+class ModelNotFoundError(InferenceError):
+    """The TargetModel is not present under the endpoint's ModelDataUrl prefix."""
+
+
+class InvalidInputError(InferenceError):
+    """Triton refused the request: unknown input, wrong shape or datatype (HTTP 400)."""
+
+
+class ModelOutOfMemoryError(InferenceError):
+    """The instance has no memory left to load the model (HTTP 507)."""
+
+
+class ModelNotReadyError(InferenceError):
+    """The model was still loading after the configured retries."""
+
+
+class ThrottlingError(InferenceError):
+    """SageMaker throttled the request."""
+
+
+class PayloadTooLargeError(InferenceError):
+    """The request body exceeds InvokeEndpoint's 6 MiB limit."""
+
+
+class DeploymentError(MMETritonError):
+    """A SageMaker control-plane step failed; what the call created has been removed again."""
+
+    def __init__(self, message: str, *, endpoint_name: str | None = None) -> None:
+        self.endpoint_name = endpoint_name
+        super().__init__(message)
+
+
+class EndpointFailedError(DeploymentError):
+    """The endpoint reached ``Failed``; ``failure_reason`` is SageMaker's FailureReason."""
+
+    def __init__(self, message: str, *, endpoint_name: str | None = None, failure_reason: str = "") -> None:
+        self.failure_reason = failure_reason
+        super().__init__(message, endpoint_name=endpoint_name)
+
+
+class DeploymentTimeoutError(DeploymentError):
+    """The endpoint did not reach ``InService`` within the timeout."""
+
+
+class LocalStackError(MMETritonError):
+    """The embedded stack could not start or a component of it failed."""
+
+
+class UnsupportedPlatformError(LocalStackError):
+    """The embedded stack needs Linux x86_64 with glibc >= 2.35 (what the Triton wheel is built for)."""
