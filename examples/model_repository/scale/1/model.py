@@ -1,0 +1,13 @@
+"""Triton Python backend model: OUTPUT0 = 2 * INPUT0."""
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            data = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            output = pb_utils.Tensor("OUTPUT0", (data * 2).astype(data.dtype))
+            responses.append(pb_utils.InferenceResponse(output_tensors=[output]))
+        return responses

@@ -1,0 +1,472 @@
+"""A Triton model directory on disk: what it contains, which models ship with it, what is wrong with it.
+
+:func:`load_model` reads one model directory (``repo/linear``), parses its ``config.pbtxt`` with Triton's
+schema, follows ensemble steps to the component models beside it (``repo/scale``, ...) and validates all
+of them. :meth:`TritonModel.entries` lists exactly the files and directories an archive of the model holds:
+junk (``__pycache__``, ``.ipynb_checkpoints``, ``.DS_Store``) and symbolic links are left out.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mme_triton.model import _checks, codes
+from mme_triton.model._ensemble import check_ensemble
+from mme_triton.model._pb import ModelConfig
+from mme_triton.model.config import CONFIG_FILENAME, parse_config_file
+from mme_triton.model.problems import Problem
+
+__all__ = ["JUNK_NAMES", "ModelEntry", "TritonModel", "load_model"]
+
+JUNK_NAMES: frozenset[str] = frozenset({".ipynb_checkpoints", "__pycache__", ".DS_Store"})
+
+# Subdirectories Triton skips when it looks for versions (model_lifecycle.cc): no warning for them.
+_NON_VERSION_DIRS = frozenset({"warmup", "initial_state", "configs"})
+_VERSION_NAME = re.compile(r"0|[1-9][0-9]*")
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One directory or regular file that belongs in a model's archive."""
+
+    arcname: str
+    """POSIX path inside the archive, starting with the model directory's name (``linear/1/model.onnx``)."""
+    path: Path
+    """Absolute path on disk."""
+    is_dir: bool
+    size: int
+    """Size in bytes; 0 for directories."""
+    executable: bool
+    """Any execute bit is set (archives normalise modes to 0o755/0o644 from this)."""
+
+
+@dataclass(frozen=True)
+class TritonModel:
+    """A parsed and validated Triton model directory.
+
+    ``config`` is the parsed ``inference.ModelConfig`` message, or ``None`` when config.pbtxt is missing
+    or does not parse. ``members`` are the model directories that go into one archive: this model and,
+    for an ensemble, the models its steps name (recursively), sorted by name. ``problems`` covers all of
+    them, each problem naming the file it is about.
+    """
+
+    name: str
+    path: Path
+    repository: Path
+    config: ModelConfig | None
+    versions: tuple[int, ...]
+    members: tuple[Path, ...]
+    problems: tuple[Problem, ...]
+    backend: str | None = field(default=None)
+    """The backend Triton will use (``onnxruntime``, ``python``, ...), ``ensemble`` for ensembles, ``None``
+    when it cannot be told."""
+
+    @property
+    def errors(self) -> tuple[Problem, ...]:
+        """The problems of severity ``error`` (a model with any of them will not load)."""
+        return tuple(p for p in self.problems if p.severity == "error")
+
+    @property
+    def warnings(self) -> tuple[Problem, ...]:
+        """The problems of severity ``warning``."""
+        return tuple(p for p in self.problems if p.severity == "warning")
+
+    def entries(self) -> list[ModelEntry]:
+        """Every directory and regular file of every member, as an archive of this model holds them.
+
+        Junk (any path component in :data:`JUNK_NAMES`), symbolic links and special files are left out.
+        The list is sorted by the UTF-8 bytes of ``arcname``, so it is the same on every machine. The
+        disk is read again on each call.
+
+        Raises:
+            OSError: a member directory cannot be read.
+
+        Example:
+            >>> [e.arcname for e in load_model("repo/linear").entries()]  # doctest: +SKIP
+            ['linear', 'linear/1', 'linear/1/model.onnx', 'linear/config.pbtxt']
+        """
+        found: list[ModelEntry] = []
+        for member in self.members:
+            for item in _walk(member, member.name):
+                if item.kind == "dir":
+                    found.append(ModelEntry(item.arcname, item.path, True, 0, False))
+                elif item.kind == "file":
+                    assert item.stat is not None
+                    executable = bool(item.stat.st_mode & 0o111)
+                    found.append(ModelEntry(item.arcname, item.path, False, item.stat.st_size, executable))
+        found.sort(key=lambda entry: _sort_key(entry.arcname))
+        return found
+
+
+def load_model(path: str | os.PathLike[str]) -> TritonModel:
+    """Parse and validate one model directory, and the ensemble components beside it.
+
+    Parameters:
+        path: the model directory (``model_repository/resnet``). Models that ensemble steps name are
+            looked up in its parent directory.
+
+    Returns:
+        A :class:`TritonModel`; a bad model is described by its ``problems``, never raised.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        NotADirectoryError: ``path`` is not a directory.
+        PermissionError: ``path`` cannot be listed.
+
+    Example:
+        >>> model = load_model("examples/model_repository/linear")
+        >>> model.name, model.versions, model.errors
+        ('linear', (1,), ())
+    """
+    model_path = _model_path(path)
+    with os.scandir(model_path):
+        pass  # raises FileNotFoundError / NotADirectoryError / PermissionError for the caller
+    return _Loader().load(model_path)
+
+
+# --------------------------------------------------------------------------------------------------
+
+
+def _model_path(path: str | os.PathLike[str]) -> Path:
+    absolute = Path(os.path.abspath(os.fspath(path)))
+    if absolute.parent == absolute:
+        return absolute
+    # The repository is resolved; the model directory keeps the name it has there.
+    return absolute.parent.resolve() / absolute.name
+
+
+def _sort_key(arcname: str) -> bytes:
+    return arcname.encode("utf-8", "surrogateescape")
+
+
+@dataclass(frozen=True)
+class _Item:
+    arcname: str
+    path: Path
+    kind: str  # "dir", "file", "symlink", "special", "junk", "unreadable"
+    stat: os.stat_result | None = None
+    error: str = ""
+
+
+def _walk(root: Path, arcname: str) -> Iterator[_Item]:
+    """Walk ``root`` without following symbolic links; the root itself is yielded first as a directory."""
+    yield _Item(arcname, root, "dir")
+    yield from _walk_children(root, arcname, top=True)
+
+
+def _walk_children(directory: Path, arcname: str, *, top: bool = False) -> Iterator[_Item]:
+    try:
+        with os.scandir(directory) as it:
+            children = sorted(it, key=lambda e: e.name)
+    except OSError as exc:
+        if top:
+            raise
+        yield _Item(arcname, directory, "unreadable", error=exc.strerror or str(exc))
+        return
+    for child in children:
+        child_path = directory / child.name
+        child_arc = f"{arcname}/{child.name}"
+        if child.name in JUNK_NAMES:
+            yield _Item(child_arc, child_path, "junk")
+            continue
+        try:
+            info = child.stat(follow_symlinks=False)
+        except OSError as exc:
+            yield _Item(child_arc, child_path, "unreadable", error=exc.strerror or str(exc))
+            continue
+        if stat.S_ISLNK(info.st_mode):
+            yield _Item(child_arc, child_path, "symlink", info)
+        elif stat.S_ISDIR(info.st_mode):
+            yield _Item(child_arc, child_path, "dir", info)
+            yield from _walk_children(child_path, child_arc)
+        elif stat.S_ISREG(info.st_mode):
+            yield _Item(child_arc, child_path, "file", info)
+        else:
+            yield _Item(child_arc, child_path, "special", info)
+
+
+def _hygiene(model_path: Path) -> list[Problem]:
+    problems: list[Problem] = []
+    for item in _walk(model_path, model_path.name):
+        where = str(item.path)
+        if item.kind == "symlink":
+            target = os.readlink(item.path)
+            problems.append(
+                Problem(
+                    "error",
+                    codes.SYMLINK,
+                    f"symbolic link to {target!r}: SageMaker's extraction does not keep links and a link can "
+                    "pull in files from outside the model; replace it with a copy of the file",
+                    where,
+                )
+            )
+        elif item.kind == "special":
+            problems.append(
+                Problem(
+                    "error",
+                    codes.SPECIAL_FILE,
+                    "not a regular file or directory (FIFO, socket or device); remove it",
+                    where,
+                )
+            )
+        elif item.kind == "junk":
+            problems.append(
+                Problem(
+                    "warning",
+                    codes.JUNK_FILE,
+                    f"{item.path.name} is left out of the archive; delete it to silence this warning",
+                    where,
+                )
+            )
+        elif item.kind == "unreadable":
+            problems.append(
+                Problem(
+                    "error", codes.UNREADABLE, f"cannot be read ({item.error}); fix its permissions", where
+                )
+            )
+    return problems
+
+
+class _Loader:
+    """Loads a model and, recursively, the ensemble components it names (each once, cycles reported)."""
+
+    def __init__(self) -> None:
+        self._done: dict[Path, TritonModel] = {}
+        self._in_progress: list[Path] = []
+
+    def load(self, model_path: Path) -> TritonModel:
+        cached = self._done.get(model_path)
+        if cached is not None:
+            return cached
+        self._in_progress.append(model_path)
+        try:
+            model = self._load(model_path)
+        finally:
+            self._in_progress.pop()
+        self._done[model_path] = model
+        return model
+
+    def _load(self, model_path: Path) -> TritonModel:
+        problems = _hygiene(model_path)
+        versions, ignored = _versions(model_path)
+        for name in ignored:
+            problems.append(
+                Problem(
+                    "warning",
+                    codes.VERSION_DIRECTORY_IGNORED,
+                    f"Triton loads only directories named by a number without leading zeros as versions; "
+                    f"{name!r} ships in the archive but is not loaded",
+                    str(model_path / name),
+                )
+            )
+
+        config: ModelConfig | None = None
+        config_path = model_path / CONFIG_FILENAME
+        config_state = _config_state(config_path)
+        if config_state == "file":
+            try:
+                config, parse_problems = parse_config_file(config_path)
+            except OSError as exc:
+                parse_problems = [
+                    Problem(
+                        "error", codes.UNREADABLE, f"cannot be read ({exc.strerror or exc})", str(config_path)
+                    )
+                ]
+            problems.extend(parse_problems)
+
+        is_component = len(self._in_progress) > 1
+        layout = _checks.Layout(model_path, versions, config_present=config_state != "missing")
+        backend, layout_problems = _checks.check_model(layout, config, component=is_component)
+        problems.extend(layout_problems)
+
+        members = [model_path]
+        if config is not None and backend == "ensemble":
+            components, ensemble_problems = self._components(model_path, config)
+            problems.extend(ensemble_problems)
+            for component in components.values():
+                if component is None:
+                    continue
+                problems.extend(component.problems)
+                members.extend(component.members)
+
+        unique_members = sorted(set(members), key=lambda p: _sort_key(p.name))
+        if not is_component and backend == "ensemble" and len(unique_members) > 1:
+            problems.extend(_check_archive_ensemble(model_path, unique_members))
+        return TritonModel(
+            name=model_path.name,
+            path=model_path,
+            repository=model_path.parent,
+            config=config,
+            versions=versions,
+            members=tuple(unique_members),
+            problems=tuple(_dedupe(problems)),
+            backend=backend,
+        )
+
+    def _components(
+        self, model_path: Path, config: ModelConfig
+    ) -> tuple[dict[str, TritonModel | None], list[Problem]]:
+        problems: list[Problem] = []
+        components: dict[str, TritonModel | None] = {}
+        where = str(model_path / CONFIG_FILENAME)
+        for step in config.ensemble_scheduling.step:
+            name = step.model_name
+            if not name or name in components:
+                continue
+            if name in (".", "..") or "/" in name or "\0" in name:
+                problems.append(
+                    Problem(
+                        "error",
+                        codes.ENSEMBLE_STEP_MODEL_MISSING,
+                        f"step model name {name!r} is not a model directory name; name a model beside "
+                        "this ensemble in the same repository",
+                        where,
+                    )
+                )
+                components[name] = None
+                continue
+            component_path = model_path.parent / name
+            if component_path in self._in_progress:
+                cycle = " -> ".join(p.name for p in [*self._in_progress, component_path])
+                problems.append(
+                    Problem(
+                        "error",
+                        codes.ENSEMBLE_CYCLE,
+                        f"ensembles contain each other ({cycle}); Triton cannot load them",
+                        where,
+                    )
+                )
+                components[name] = None
+                continue
+            if not component_path.is_dir():
+                problems.append(
+                    Problem(
+                        "error",
+                        codes.ENSEMBLE_STEP_MODEL_MISSING,
+                        f"step model {name!r} is not a directory beside this ensemble "
+                        f"({component_path}); put the model's directory in the same repository",
+                        where,
+                    )
+                )
+                components[name] = None
+                continue
+            try:
+                loaded = components[name] = self.load(component_path)
+            except OSError as exc:
+                problems.append(
+                    Problem(
+                        "error",
+                        codes.UNREADABLE,
+                        f"step model {name!r} cannot be read ({exc.strerror or exc})",
+                        str(component_path),
+                    )
+                )
+                components[name] = None
+                continue
+            problems.extend(_check_step_versions(config, name, loaded, where))
+        component_configs = {
+            name: _checks.effective_config(model.path, model.config, model.backend, model.versions)
+            for name, model in components.items()
+            if model is not None
+        }
+        problems.extend(check_ensemble(config, where, component_configs))
+        return components, problems
+
+
+def _check_step_versions(config: ModelConfig, name: str, model: TritonModel, where: str) -> list[Problem]:
+    problems: list[Problem] = []
+    for index, step in enumerate(config.ensemble_scheduling.step):
+        if step.model_name == name and step.model_version > 0 and step.model_version not in model.versions:
+            available = ", ".join(map(str, model.versions)) or "none"
+            problems.append(
+                Problem(
+                    "error",
+                    codes.ENSEMBLE_STEP_MODEL_MISSING,
+                    f"step {index + 1} asks for version {step.model_version} of {name!r}, which has versions "
+                    f"{available}; use model_version: -1 (latest) or add the version",
+                    where,
+                )
+            )
+    return problems
+
+
+# SageMaker's Triton front-end (sagemaker_server.cc) picks the model to load from a multi-directory archive
+# by matching this expression against each config.pbtxt's text.
+_SAGEMAKER_ENSEMBLE_TEXT = re.compile(r'platform:\s*"ensemble"')
+
+
+def _check_archive_ensemble(model_path: Path, members: list[Path]) -> list[Problem]:
+    problems: list[Problem] = []
+    for member in members:
+        config_path = member / CONFIG_FILENAME
+        try:
+            text = config_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue  # reported where the config is read
+        detected = _SAGEMAKER_ENSEMBLE_TEXT.search(text) is not None
+        if member == model_path and not detected:
+            problems.append(
+                Problem(
+                    "error",
+                    codes.ENSEMBLE_NOT_DETECTED,
+                    'SageMaker finds the ensemble in a multi-model archive by the text platform: "ensemble" '
+                    "(double quotes, no space before the colon); write the platform line exactly so, or it "
+                    "may load a step model instead",
+                    str(config_path),
+                )
+            )
+        elif member != model_path and detected:
+            problems.append(
+                Problem(
+                    "error",
+                    codes.ENSEMBLE_ARCHIVE_AMBIGUOUS,
+                    f'{member.name} also reads as an ensemble to SageMaker (platform: "ensemble" in its '
+                    f"config), so an archive of {model_path.name} holds two ensembles and SageMaker loads "
+                    "either one; flatten the nested ensemble into its parent",
+                    str(config_path),
+                )
+            )
+    return problems
+
+
+def _config_state(config_path: Path) -> str:
+    try:
+        info = config_path.lstat()
+    except FileNotFoundError:
+        return "missing"
+    except OSError:
+        return "file"  # reading it reports the error
+    if stat.S_ISLNK(info.st_mode):
+        return "symlink"  # reported by the hygiene check; never followed
+    return "file"  # a directory or special file here fails to read, which reports it
+
+
+def _versions(model_path: Path) -> tuple[tuple[int, ...], list[str]]:
+    versions: list[int] = []
+    ignored: list[str] = []
+    with os.scandir(model_path) as it:
+        for entry in it:
+            if entry.name in JUNK_NAMES or entry.name in _NON_VERSION_DIRS or entry.name == CONFIG_FILENAME:
+                continue
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            if _VERSION_NAME.fullmatch(entry.name):
+                versions.append(int(entry.name))
+            else:
+                ignored.append(entry.name)
+    return tuple(sorted(versions)), sorted(ignored)
+
+
+def _dedupe(problems: list[Problem]) -> list[Problem]:
+    seen: set[Problem] = set()
+    unique: list[Problem] = []
+    for problem in problems:
+        if problem not in seen:
+            seen.add(problem)
+            unique.append(problem)
+    return unique

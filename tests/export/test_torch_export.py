@@ -1,0 +1,108 @@
+"""export_pytorch: a torch module becomes a valid Triton ONNX model directory that computes the same thing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="needs the export extra (torch)")
+onnxruntime = pytest.importorskip("onnxruntime", reason="needs onnxruntime to run the exported graph")
+
+from mme_triton import validate_model  # noqa: E402
+from mme_triton.export import export_pytorch  # noqa: E402
+from mme_triton.model.config import parse_config_file  # noqa: E402
+
+pytestmark = pytest.mark.export
+
+
+class _TwoHeads(torch.nn.Module):  # type: ignore[misc]
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.body = torch.nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor, bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = self.body(x) + bias
+        return torch.relu(y), y.argmax(dim=1)
+
+
+def _run(model_dir: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    session = onnxruntime.InferenceSession(str(model_dir / "1" / "model.onnx"))
+    return list(session.run(None, feeds))
+
+
+def test_export_pytorch_writes_a_valid_batched_model(tmp_path: Path) -> None:
+    net = _TwoHeads()
+    x, bias = torch.randn(2, 4), torch.randn(2, 3)
+    model_dir = export_pytorch(
+        net, (x, bias), tmp_path / "heads", output_names=["SCORES", "LABEL"], max_batch_size=16
+    )
+
+    assert validate_model(model_dir) == []
+    config, problems = parse_config_file(model_dir / "config.pbtxt")
+    assert problems == [] and config is not None
+    assert config.name == "heads"
+    assert config.platform == "onnxruntime_onnx"
+    assert config.max_batch_size == 16
+    assert config.HasField("dynamic_batching")
+    assert [(t.name, list(t.dims)) for t in config.input] == [("INPUT0", [4]), ("INPUT1", [3])]
+    assert [(t.name, list(t.dims)) for t in config.output] == [("SCORES", [3]), ("LABEL", [1])]
+    assert config.output[1].HasField("reshape") and list(config.output[1].reshape.shape) == []
+
+    # a batch size other than the example's runs and matches torch
+    x5, b5 = torch.randn(5, 4), torch.randn(5, 3)
+    scores, labels = _run(model_dir, {"INPUT0": x5.numpy(), "INPUT1": b5.numpy()})
+    want_scores, want_labels = net(x5, b5)
+    np.testing.assert_allclose(scores, want_scores.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(labels, want_labels.numpy())
+
+
+def test_export_pytorch_without_batching_keeps_full_dims(tmp_path: Path) -> None:
+    model_dir = export_pytorch(torch.nn.Linear(4, 2), torch.randn(3, 4), tmp_path / "fixed")
+    config, _ = parse_config_file(model_dir / "config.pbtxt")
+    assert config is not None
+    assert config.max_batch_size == 0
+    assert not config.HasField("dynamic_batching")
+    assert list(config.input[0].dims) == [3, 4]
+    assert list(config.output[0].dims) == [3, 2]
+    assert validate_model(model_dir) == []
+
+
+def test_export_pytorch_refuses_to_replace_an_existing_directory(tmp_path: Path) -> None:
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        export_pytorch(torch.nn.Linear(4, 2), torch.randn(1, 4), tmp_path / "taken")
+    export_pytorch(torch.nn.Linear(4, 2), torch.randn(1, 4), tmp_path / "taken", overwrite=True)
+    assert (tmp_path / "taken" / "1" / "model.onnx").is_file()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_batch_size": -1}, "max_batch_size"),
+        ({"instance_count": 0}, "instance_count"),
+        ({"input_names": ["A", "B"]}, "2 input names for 1 example inputs"),
+        ({"output_names": ["A", "B"]}, "2 output names for 1 module outputs"),
+    ],
+    ids=["negative-batch", "zero-instances", "too-many-inputs", "too-many-outputs"],
+)
+def test_export_pytorch_rejects_bad_arguments(
+    tmp_path: Path, kwargs: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        export_pytorch(torch.nn.Linear(4, 2), torch.randn(1, 4), tmp_path / "m", **kwargs)  # type: ignore[arg-type]
+    assert not (tmp_path / "m").exists()
+
+
+def test_export_pytorch_failed_export_leaves_nothing(tmp_path: Path) -> None:
+    class NotExportable(torch.nn.Module):  # type: ignore[misc]
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if torch.onnx.is_in_onnx_export():
+                raise RuntimeError("this module cannot be exported")
+            return x * 2
+
+    with pytest.raises(RuntimeError, match="cannot be exported"):
+        export_pytorch(NotExportable(), torch.randn(2, 4), tmp_path / "broken", max_batch_size=4)
+    assert list(tmp_path.iterdir()) == []
