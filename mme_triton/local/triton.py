@@ -1,0 +1,736 @@
+"""A real Triton Inference Server process with its SageMaker front-end in multi-model mode.
+
+The binary, the python backend and its stubs come from the ``nvidia-pytriton`` wheel (the ``local`` extra).
+:class:`TritonServer` starts one ``tritonserver`` with ``SAGEMAKER_MULTI_MODEL=true`` and
+``--allow-sagemaker=true`` on a free port, with HTTP, gRPC and metrics turned off, so several servers can
+run side by side. Models are loaded, invoked and unloaded through the same routes SageMaker's platform
+uses inside a multi-model endpoint container (``POST /models``, ``POST /models/<hash>/invoke``,
+``DELETE /models/<hash>``).
+
+Only the standard library is used here: the HTTP calls go through :mod:`http.client`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import importlib.util
+import json
+import logging
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+from mme_triton.errors import LocalStackError
+
+__all__ = [
+    "StubProcess",
+    "TritonInstallation",
+    "TritonLoadError",
+    "TritonRequestError",
+    "TritonServer",
+    "find_triton",
+]
+
+logger = logging.getLogger(__name__)
+
+TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"
+_INSTALL_HINT = "pip install 'mme-triton[local]'"
+_ONNXRUNTIME_BACKEND = Path(__file__).parent / "backends" / "onnxruntime" / "model.py"
+_LOG_TAIL_BYTES = 4000
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+class TritonRequestError(LocalStackError):
+    """Triton's SageMaker front-end answered a control request with an error status."""
+
+    def __init__(self, message: str, *, status: int, model_hash: str | None = None) -> None:
+        self.status = status
+        self.message = message
+        self.model_hash = model_hash
+        super().__init__(f"Triton answered HTTP {status}: {message}")
+
+
+class TritonLoadError(TritonRequestError):
+    """``POST /models`` failed: ``status`` is Triton's HTTP status (400, 507 ...), ``message`` its error."""
+
+
+@dataclass(frozen=True)
+class TritonInstallation:
+    """Where the pieces of the ``nvidia-pytriton`` wheel are."""
+
+    server: Path
+    """The ``tritonserver`` binary."""
+    backends: Path
+    """The wheel's ``backends/`` directory (the python backend)."""
+    stubs: Path
+    """``python_backend_stubs/`` with one ``<X.Y>/triton_python_backend_stub`` per Python version."""
+    libs: Path
+    """``site-packages/nvidia_pytriton.libs``: the shared libraries the binary links."""
+
+
+@dataclass(frozen=True)
+class StubProcess:
+    """One python-backend stub process of a running server (one per model instance)."""
+
+    pid: int
+    model: str
+    """The model instance the stub serves, as Triton names it (e.g. ``linear.tar.gz_0_0``)."""
+    model_path: str
+    """The model file Triton started it for (``<model_dir>/<model>/<version>/model.onnx``)."""
+    rss_bytes: int
+    """Resident memory, read from ``/proc/<pid>/statm``."""
+
+
+def find_triton() -> TritonInstallation:
+    """Locate the Triton server shipped in the ``nvidia-pytriton`` wheel.
+
+    Raises:
+        LocalStackError: ``nvidia-pytriton`` is not installed (the message says how to install it) or the
+            installation lacks a piece.
+
+    Example:
+        >>> find_triton().server.name  # doctest: +SKIP
+        'tritonserver'
+    """
+    try:
+        spec = importlib.util.find_spec("pytriton")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise LocalStackError(
+            "the embedded stack needs the Triton server from nvidia-pytriton; "
+            f"install it with: {_INSTALL_HINT}"
+        )
+    package = Path(next(iter(spec.submodule_search_locations)))
+    root = package / "tritonserver"
+    found = TritonInstallation(
+        server=root / "bin" / "tritonserver",
+        backends=root / "backends",
+        stubs=root / "python_backend_stubs",
+        libs=package.parent / "nvidia_pytriton.libs",
+    )
+    for path in (found.server, found.backends / "python", found.stubs, found.libs):
+        if not path.exists():
+            raise LocalStackError(
+                f"the nvidia-pytriton installation at {package} is incomplete ({path} is missing); "
+                f"reinstall it with: {_INSTALL_HINT}"
+            )
+    return found
+
+
+@dataclass(frozen=True)
+class _PythonInfo:
+    executable: str
+    version: str  # "3.11"
+    libdir: str
+
+
+def _python_info(executable: str | None) -> _PythonInfo:
+    if executable is None or os.path.realpath(executable) == os.path.realpath(sys.executable):
+        return _PythonInfo(
+            executable=sys.executable,
+            version=f"{sys.version_info[0]}.{sys.version_info[1]}",
+            libdir=str(sysconfig.get_config_var("LIBDIR") or ""),
+        )
+    probe = (
+        "import json, sys, sysconfig; print(json.dumps(['%d.%d' % sys.version_info[:2], "
+        "sysconfig.get_config_var('LIBDIR') or '']))"
+    )
+    try:
+        out = subprocess.run(
+            [executable, "-c", probe], capture_output=True, text=True, timeout=30, check=True
+        )
+        version, libdir = json.loads(out.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        raise LocalStackError(f"cannot query the Python interpreter {executable!r}: {exc}") from exc
+    return _PythonInfo(executable=executable, version=str(version), libdir=str(libdir))
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _read_tail(path: Path, limit: int = _LOG_TAIL_BYTES) -> str:
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - limit))
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _log_summary(path: Path, limit: int = _LOG_TAIL_BYTES) -> str:
+    """Triton's error lines (a bad option is reported before a long usage text) and the log's tail."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(200_000).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    errors = [
+        line
+        for line in head.splitlines()
+        if (line.startswith("E") and line[1:5].isdigit()) or "unrecognized option" in line or "error:" in line
+    ][:20]
+    tail = _read_tail(path, limit)
+    if not errors:
+        return tail
+    return "\n".join(errors) + "\n--- end of the log ---\n" + tail[-limit // 2 :]
+
+
+def _error_message(body: bytes) -> str:
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(parsed, dict) and isinstance(parsed.get("error"), str):
+        return str(parsed["error"])
+    return text
+
+
+def _terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
+    """SIGTERM the server, then SIGKILL its whole process group (stubs included) if it lingers."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            logger.warning(
+                "tritonserver (pid %d) ignored SIGTERM for %.1fs; killing it", process.pid, timeout
+            )
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    # Stubs watch their parent and exit with it; anything left in the group is ours to end.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def _finalize(process: subprocess.Popen[bytes] | None, log: IO[bytes] | None, tmp: str | None) -> None:
+    if process is not None:
+        _terminate(process, 5.0)
+    if log is not None:
+        log.close()
+    if tmp is not None:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+class TritonServer:
+    """One tritonserver process with the SageMaker front-end in multi-model mode, on a free port.
+
+    The server has an empty model repository and ``--model-control-mode=explicit``: models come and go
+    through :meth:`load` and :meth:`unload`, exactly as SageMaker's platform drives the front-end.
+
+    Parameters:
+        workdir: where the server's scratch directory (backends, empty repository, log) is created;
+            a fresh temporary directory under it either way, removed by :meth:`stop`. Default: the
+            system's temporary directory.
+        extra_args: more ``tritonserver`` arguments
+            (e.g. ``--backend-config=python,shm-default-byte-size=…``).
+        env: variables added to (or overriding) this process's environment for the server.
+        log_verbose: Triton's ``--log-verbose`` level.
+        startup_timeout: seconds to wait for ``GET /ping`` to answer 200.
+        python_executable: the interpreter whose packages python-backend models see (default: the running
+            one); its bin directory goes first on ``PATH`` and the matching stub is used.
+
+    Example:
+        >>> with TritonServer() as server:  # doctest: +SKIP
+        ...     server.load("a1b2", Path("/tmp/extracted"), "linear.tar.gz")
+        ...     status, headers, body = server.invoke("a1b2", "linear.tar.gz", request, "application/json")
+    """
+
+    def __init__(
+        self,
+        *,
+        workdir: Path | None = None,
+        extra_args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        log_verbose: int = 0,
+        startup_timeout: float = 60.0,
+        python_executable: str | None = None,
+    ) -> None:
+        if isinstance(extra_args, str):
+            raise TypeError("extra_args must be a sequence of arguments, not a string")
+        if log_verbose < 0:
+            raise ValueError("log_verbose must be >= 0")
+        if startup_timeout <= 0:
+            raise ValueError("startup_timeout must be > 0")
+        self._workdir = workdir
+        self._extra_args = list(extra_args)
+        self._env = dict(env or {})
+        self._log_verbose = log_verbose
+        self._startup_timeout = startup_timeout
+        self._python_executable = python_executable
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log_file: IO[bytes] | None = None
+        self._tmp: str | None = None
+        self._finalizer: weakref.finalize[..., TritonServer] | None = None
+        self._port: int | None = None
+        self._returncode: int | None = None
+        self._log_path: Path | None = None
+        self._targets: dict[str, str] = {}
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self.startup_seconds: float | None = None
+        """Seconds from spawning the process to ``/ping`` answering 200 (set by :meth:`start`)."""
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the server and wait until ``GET /ping`` answers 200.
+
+        Raises:
+            LocalStackError: nvidia-pytriton is missing, or the server exited or did not become ready in
+                time (the message carries the tail of Triton's log).
+            RuntimeError: the server is already running.
+        """
+        with self._lock:
+            if self._process is not None:
+                raise RuntimeError("this TritonServer is already running")
+            installation = find_triton()
+            python = _python_info(self._python_executable)
+            stub = installation.stubs / python.version / "triton_python_backend_stub"
+            if not stub.is_file():
+                raise LocalStackError(
+                    f"nvidia-pytriton has no python-backend stub for Python {python.version} "
+                    f"(looked for {stub}); use a Python it supports (3.8-3.13)"
+                )
+            if self._workdir is not None:
+                self._workdir.mkdir(parents=True, exist_ok=True)
+            tmp = tempfile.mkdtemp(prefix="mme-triton-", dir=self._workdir)
+            self._tmp = tmp
+            try:
+                backends = self._prepare_backends(Path(tmp), installation, stub)
+                repository = Path(tmp) / "repository"
+                repository.mkdir()
+                self._log_path = Path(tmp) / "tritonserver.log"
+                env = self._environment(installation, python)
+                last_error: LocalStackError | None = None
+                for _attempt in range(3):
+                    try:
+                        self._spawn(installation, backends, repository, env)
+                        return
+                    except _PortInUseError as exc:
+                        last_error = exc
+                        logger.debug("port %s was taken before Triton bound it; retrying", self._port)
+                raise last_error or LocalStackError("tritonserver did not start")
+            except BaseException:
+                self._cleanup()
+                raise
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the server (SIGTERM, then SIGKILL after ``timeout`` seconds) and remove its scratch files.
+
+        Calling it again, or on a server that never started, does nothing.
+        """
+        with self._lock:
+            process = self._process
+            if process is not None:
+                started = time.monotonic()
+                _terminate(process, timeout)
+                self._returncode = process.returncode
+                logger.debug(
+                    "tritonserver (pid %d) stopped in %.2fs", process.pid, time.monotonic() - started
+                )
+            self._cleanup()
+
+    def __enter__(self) -> TritonServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- state -------------------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>``: the SageMaker front-end."""
+        if self._port is None:
+            raise RuntimeError("the server has not been started")
+        return f"http://127.0.0.1:{self._port}"
+
+    @property
+    def port(self) -> int | None:
+        """The SageMaker front-end's port, ``None`` before :meth:`start`."""
+        return self._port
+
+    @property
+    def pid(self) -> int | None:
+        """The ``tritonserver`` process id while it runs, else ``None``."""
+        process = self._process
+        return process.pid if process is not None and process.poll() is None else None
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once the server has exited (negative: killed by that signal)."""
+        process = self._process
+        if process is not None:
+            return process.poll()
+        return self._returncode
+
+    @property
+    def log_path(self) -> Path:
+        """Triton's log (stdout and stderr); it is removed with the scratch directory by :meth:`stop`."""
+        if self._log_path is None:
+            raise RuntimeError("the server has not been started")
+        return self._log_path
+
+    def log_tail(self, limit: int = _LOG_TAIL_BYTES) -> str:
+        """The last ``limit`` bytes of Triton's log ('' when there is none)."""
+        return _read_tail(self._log_path, limit) if self._log_path is not None else ""
+
+    # -- SageMaker multi-model routes --------------------------------------------------------------
+
+    def load(self, model_hash: str, model_dir: Path, target_model: str, *, timeout: float = 120.0) -> None:
+        """Load a model through ``POST /models``, to be served as ``target_model``.
+
+        ``model_dir`` is the directory an artifact was extracted into: it holds the model directory
+        (``<model_dir>/linear/config.pbtxt``), or for an ensemble the ensemble and its steps side by side.
+        Triton 2.51 accepts any absolute path here; later releases only accept
+        ``/opt/ml/models/<hash>/model``, the path SageMaker uses.
+
+        Parameters:
+            model_hash: the name SageMaker gives the loaded model (it appears in the invoke route).
+            model_dir: the extracted archive.
+            target_model: the TargetModel (``linear.tar.gz``); the model is served under this name.
+            timeout: seconds to wait for the load to finish.
+
+        Raises:
+            TritonLoadError: Triton refused the model (``status`` 400, 507 when out of memory; ``message``
+                is Triton's own, e.g. the backend's reason). Already loaded (409) is not an error.
+            LocalStackError: the server is not reachable.
+        """
+        _check_hash(model_hash)
+        body = json.dumps({"model_name": model_hash, "url": str(Path(model_dir).absolute())}).encode()
+        headers = {TARGET_MODEL_HEADER: target_model, "Content-Type": "application/json"}
+        started = time.monotonic()
+        status, _, answer = self._request("POST", "/models", body, headers, timeout)
+        if status == 409:
+            logger.debug("model %s (%s) is already loaded", model_hash, target_model)
+            self._targets[model_hash] = target_model
+            return
+        if status != 200:
+            raise TritonLoadError(
+                _error_message(answer) or self._failure_hint(), status=status, model_hash=model_hash
+            )
+        self._targets[model_hash] = target_model
+        logger.debug("loaded %s as %s in %.2fs", target_model, model_hash, time.monotonic() - started)
+
+    def unload(self, model_hash: str, *, target_model: str | None = None, timeout: float = 30.0) -> None:
+        """Unload a model through ``DELETE /models/<hash>``; an unknown hash (404) is not an error.
+
+        Triton answers only once the model is fully unloaded, which can take a while: call this off the
+        request path.
+
+        Parameters:
+            model_hash: the name given to :meth:`load`.
+            target_model: the TargetModel it was loaded as; default: the one :meth:`load` recorded.
+            timeout: seconds to wait for Triton's answer.
+
+        Raises:
+            TritonRequestError: Triton refused to unload it.
+            LocalStackError: the server is not reachable.
+        """
+        _check_hash(model_hash)
+        target = target_model or self._targets.get(model_hash)
+        headers = {TARGET_MODEL_HEADER: target} if target else {}
+        status, _, answer = self._request("DELETE", f"/models/{model_hash}", b"", headers, timeout)
+        self._targets.pop(model_hash, None)
+        if status == 404:
+            logger.debug("model %s was not loaded", model_hash)
+            return
+        if status != 200:
+            raise TritonRequestError(_error_message(answer), status=status, model_hash=model_hash)
+
+    def invoke(
+        self,
+        model_hash: str,
+        target_model: str,
+        body: bytes,
+        content_type: str,
+        *,
+        timeout: float = 60.0,
+    ) -> tuple[int, dict[str, str], bytes]:
+        """Forward an inference request to ``POST /models/<hash>/invoke``.
+
+        Returns:
+            Triton's status, its response headers (names lower-cased) and its body, unchanged.
+
+        Raises:
+            LocalStackError: the server is not reachable (the message carries the log tail if it died).
+        """
+        _check_hash(model_hash)
+        headers = {TARGET_MODEL_HEADER: target_model, "Content-Type": content_type}
+        return self._request("POST", f"/models/{model_hash}/invoke", body, headers, timeout)
+
+    def ping(self, *, timeout: float = 5.0) -> bool:
+        """``True`` when ``GET /ping`` answers 200."""
+        try:
+            status, _, _ = self._request("GET", "/ping", b"", {}, timeout)
+        except LocalStackError:
+            return False
+        return status == 200
+
+    # -- memory ------------------------------------------------------------------------------------
+
+    def rss_bytes(self) -> int:
+        """Resident memory of the ``tritonserver`` process itself (0 when it is not running)."""
+        pid = self.pid
+        return _rss(pid) if pid is not None else 0
+
+    def model_processes(self) -> list[StubProcess]:
+        """The python-backend stub processes of this server, with their resident memory.
+
+        Every python-backend model instance (our ``onnxruntime`` backend included) runs in its own stub
+        process, so their resident memory is what loaded models cost. Read from ``/proc`` (Linux only).
+        """
+        pid = self.pid
+        if pid is None:
+            return []
+        found: list[StubProcess] = []
+        for child in _children(pid):
+            try:
+                argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if not argv or not argv[0].endswith(b"triton_python_backend_stub"):
+                continue
+            # argv: stub, model file, shm region, shm default size, shm growth, parent pid, python
+            # backend dir, ipc handle, instance name, runtime dir
+            text = [a.decode("utf-8", "replace") for a in argv]
+            found.append(
+                StubProcess(
+                    pid=child,
+                    model=text[8] if len(text) > 8 else "",
+                    model_path=text[1] if len(text) > 1 else "",
+                    rss_bytes=_rss(child),
+                )
+            )
+        return found
+
+    # -- internals ---------------------------------------------------------------------------------
+
+    def _prepare_backends(self, tmp: Path, installation: TritonInstallation, stub: Path) -> Path:
+        backends = tmp / "backends"
+        shutil.copytree(
+            installation.backends, backends, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+        )
+        shutil.copy2(stub, backends / "python" / "triton_python_backend_stub")
+        onnxruntime = backends / "onnxruntime"
+        onnxruntime.mkdir(exist_ok=True)
+        shutil.copy2(_ONNXRUNTIME_BACKEND, onnxruntime / "model.py")
+        return backends
+
+    def _environment(self, installation: TritonInstallation, python: _PythonInfo) -> dict[str, str]:
+        env = dict(os.environ)
+        # The stub links libpython3.X.so: the running interpreter's copy must win over the distribution's.
+        lib_dirs = [d for d in (python.libdir, str(installation.libs)) if d]
+        if env.get("LD_LIBRARY_PATH"):
+            lib_dirs.append(env["LD_LIBRARY_PATH"])
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(lib_dirs)
+        # The stub's Python ignores PYTHONPATH and finds its packages through the python3 on PATH.
+        bin_dir = os.path.dirname(os.path.abspath(python.executable))
+        env["PATH"] = os.pathsep.join(p for p in (bin_dir, env.get("PATH", "")) if p)
+        env["SAGEMAKER_MULTI_MODEL"] = "true"
+        env.update(self._env)
+        return env
+
+    def _spawn(
+        self, installation: TritonInstallation, backends: Path, repository: Path, env: dict[str, str]
+    ) -> None:
+        assert self._log_path is not None and self._tmp is not None
+        self._port = _free_port()
+        shm_prefix = f"mme_triton_{os.getpid()}_{secrets.token_hex(4)}_"
+        argv = [
+            str(installation.server),
+            "--allow-sagemaker=true",
+            f"--sagemaker-port={self._port}",
+            "--allow-http=false",
+            "--allow-grpc=false",
+            "--allow-metrics=false",
+            "--model-control-mode=explicit",
+            f"--model-repository={repository}",
+            f"--backend-directory={backends}",
+            f"--backend-config=python,shm-region-prefix-name={shm_prefix}",
+            "--exit-timeout-secs=5",
+            f"--log-verbose={self._log_verbose}",
+            *self._extra_args,
+        ]
+        log_file = self._log_path.open("wb")
+        started = time.monotonic()
+        try:
+            process = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=self._tmp,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            log_file.close()
+            raise LocalStackError(f"cannot run {installation.server}: {exc}") from exc
+        self._process = process
+        self._log_file = log_file
+        self._finalizer = weakref.finalize(self, _finalize, process, log_file, self._tmp)
+        logger.debug("started tritonserver pid %d on port %d", process.pid, self._port)
+        deadline = started + self._startup_timeout
+        while True:
+            code = process.poll()
+            if code is not None:
+                self._returncode = code
+                tail = _log_summary(self._log_path)
+                self._finalizer.detach()
+                self._process = None
+                log_file.close()
+                self._log_file = None
+                if "already in use" in tail:
+                    raise _PortInUseError(f"port {self._port} was already in use")
+                raise LocalStackError(f"tritonserver exited with status {code} while starting:\n{tail}")
+            if self.ping(timeout=1.0):
+                self.startup_seconds = time.monotonic() - started
+                logger.info("tritonserver ready at %s in %.2fs", self.url, self.startup_seconds)
+                return
+            if time.monotonic() > deadline:
+                tail = _log_summary(self._log_path)
+                _terminate(process, 5.0)
+                self._returncode = process.returncode
+                self._finalizer.detach()
+                self._process = None
+                raise LocalStackError(
+                    f"tritonserver was not ready after {self._startup_timeout:.0f}s:\n{tail}"
+                )
+            time.sleep(0.05)
+
+    def _cleanup(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+        self._process = None
+        self._targets.clear()
+        self._local = threading.local()
+
+    def _failure_hint(self) -> str:
+        return f"no message from Triton; log tail:\n{self.log_tail()}"
+
+    def _connection(self, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
+        """This thread's keep-alive connection to the front-end, and whether it was used before."""
+        if self._port is None:
+            raise LocalStackError("the Triton server is not running")
+        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+        if conn is not None and getattr(self._local, "port", None) == self._port:
+            if conn.sock is not None:
+                conn.sock.settimeout(timeout)
+            conn.timeout = timeout
+            return conn, True
+        conn = http.client.HTTPConnection("127.0.0.1", self._port, timeout=timeout)
+        self._local.conn = conn
+        self._local.port = self._port
+        return conn, False
+
+    def _request(
+        self, method: str, path: str, body: bytes, headers: Mapping[str, str], timeout: float
+    ) -> tuple[int, dict[str, str], bytes]:
+        for attempt in range(2):
+            conn, reused = self._connection(timeout)
+            try:
+                conn.request(method, path, body=body or None, headers=dict(headers))
+                response = conn.getresponse()
+                data = response.read()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
+                conn.close()
+                self._local.conn = None
+                if reused and attempt == 0:
+                    continue  # the server closed an idle keep-alive connection; one fresh try
+                raise self._unreachable(method, path, exc) from exc
+            except (OSError, http.client.HTTPException) as exc:
+                conn.close()
+                self._local.conn = None
+                raise self._unreachable(method, path, exc) from exc
+            if response.will_close:
+                conn.close()
+                self._local.conn = None
+            return response.status, {k.lower(): v for k, v in response.getheaders()}, data
+        raise AssertionError("unreachable")
+
+    def _unreachable(self, method: str, path: str, exc: BaseException) -> LocalStackError:
+        process = self._process
+        if process is not None and process.poll() is not None:
+            return LocalStackError(
+                f"tritonserver exited with status {process.returncode}; {method} {path} failed:\n"
+                f"{self.log_tail()}"
+            )
+        return LocalStackError(f"{method} {path} to Triton at port {self._port} failed: {exc}")
+
+
+class _PortInUseError(LocalStackError):
+    """The chosen free port was taken before Triton bound it."""
+
+
+def _check_hash(model_hash: str) -> None:
+    if not model_hash or "/" in model_hash or any(c.isspace() for c in model_hash):
+        raise ValueError(f"model_hash must be a non-empty name without '/' or spaces, got {model_hash!r}")
+
+
+def _rss(pid: int) -> int:
+    try:
+        fields = Path(f"/proc/{pid}/statm").read_text().split()
+        return int(fields[1]) * _PAGE_SIZE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _children(pid: int) -> list[int]:
+    """Direct children of ``pid``, from /proc (psutil is not a dependency)."""
+    # Stubs are forked from whichever Triton thread loads the model: read every thread's children.
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        return sorted({int(c) for task in tasks for c in (task / "children").read_text().split()})
+    except (OSError, ValueError):
+        pass  # kernels without CONFIG_PROC_CHILDREN: scan every process's parent instead
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # the command name is in parentheses and may contain spaces: split after the last ')'
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 1 and fields[1] == str(pid):
+            found.append(int(entry.name))
+    return found
