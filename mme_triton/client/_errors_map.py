@@ -1,0 +1,178 @@
+"""Translate InvokeEndpoint failures (botocore exceptions) into the library's exception tree.
+
+Everything the client sends to AWS passes through :func:`map_invoke_error`, the one place where botocore's
+``ClientError`` becomes an :class:`~mme_triton.errors.InferenceError` subclass. The mapping follows the
+error shapes of the ``sagemaker-runtime`` service model and the messages SageMaker puts in them:
+
+================================  ======================================================================
+AWS error code (HTTP status)      raised
+================================  ======================================================================
+``ValidationError`` (400)         ``EndpointNotFoundError`` for "Endpoint X of account Y not found.",
+                                  ``ModelNotFoundError`` when the model data could not be found or
+                                  downloaded from the prefix, ``InferenceError`` otherwise
+``ModelError`` (424)              by ``OriginalStatusCode``: 400 ``InvalidInputError`` (but
+                                  ``ModelNotFoundError`` for Triton's "Request for unknown model"),
+                                  404 ``ModelNotFoundError``, 507 ``ModelOutOfMemoryError``,
+                                  anything else ``InferenceError``
+``ModelNotReadyException`` (429)  ``ModelNotReadyError`` (the client retries it first)
+``ThrottlingException``           ``ThrottlingError`` (botocore retries it first)
+``InternalFailure`` (500),        ``InferenceError``
+``ServiceUnavailable`` (503),
+``InternalDependencyException``
+================================  ======================================================================
+
+Triton answers errors with a JSON body ``{"error": "..."}``; SageMaker forwards that body as the
+``OriginalMessage`` of a ``ModelError`` (and quotes it inside ``Message``). The exception's ``message`` is
+Triton's own text, taken out of that JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
+
+from mme_triton.errors import (
+    EndpointNotFoundError,
+    InferenceError,
+    InvalidInputError,
+    ModelNotFoundError,
+    ModelNotReadyError,
+    ModelOutOfMemoryError,
+    ThrottlingError,
+)
+
+__all__ = ["ErrorContext", "is_not_ready", "map_invoke_error", "triton_message"]
+
+# "Endpoint my-endpoint of account 123456789012 not found."
+_ENDPOINT_NOT_FOUND = re.compile(r"\bendpoint\b.*\bnot found\b", re.IGNORECASE | re.DOTALL)
+# "Failed to download model data(bucket: b, key: prefix/resnet.tar.gz). Please ensure that there is an
+# object located at the URL and that the role passed to CreateModel has permissions to download the model."
+# and the older/other wordings "Could not find model data at s3://..." / "model data ... not found".
+_MODEL_DATA_MISSING = re.compile(
+    r"failed to download model data|could not find model data|model data\b.*\bnot (?:be )?found"
+    r"|target ?model\b.*\bnot (?:be )?found",
+    re.IGNORECASE | re.DOTALL,
+)
+# 'Received client error (400) from model with message "{...}". See https://... for more information.'
+# Triton's SageMaker front-end answers 400 when the TargetModel it is asked for is not loaded:
+# "Request for unknown model: 'linear.tar.gz' is not found"
+_TRITON_UNKNOWN_MODEL = re.compile(r"\bunknown model\b", re.IGNORECASE)
+_QUOTED_MODEL_MESSAGE = re.compile(r'from (?:model|primary) with message "(.*)"\.(?: See |\s*$)', re.DOTALL)
+
+_THROTTLING_CODES = frozenset(
+    {"ThrottlingException", "Throttling", "ThrottledException", "TooManyRequestsException"}
+)
+_SERVICE_FAULT_CODES = frozenset({"InternalFailure", "ServiceUnavailable", "InternalDependencyException"})
+
+
+class ErrorContext:
+    """Where a failed call was going: used to fill the exception's attributes."""
+
+    __slots__ = ("endpoint_name", "target_model")
+
+    def __init__(self, endpoint_name: str, target_model: str | None) -> None:
+        self.endpoint_name = endpoint_name
+        self.target_model = target_model
+
+
+def triton_message(text: str | None) -> str:
+    """Return Triton's own error text from a body such as ``{"error": "..."}``; other text unchanged."""
+    if not text:
+        return ""
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        try:
+            document = json.loads(stripped)
+        except ValueError:
+            return stripped
+        if isinstance(document, dict):
+            error = document.get("error", document.get("message"))
+            if isinstance(error, str):
+                return error
+    return stripped
+
+
+def is_not_ready(exc: ClientError) -> bool:
+    """True when SageMaker said the target model is still being downloaded or loaded."""
+    return _error_code(exc) == "ModelNotReadyException"
+
+
+def map_invoke_error(exc: Exception, context: ErrorContext) -> Exception:
+    """Return the library exception for a failed ``invoke_endpoint`` call (the caller raises it ``from``).
+
+    ``ParamValidationError`` (a request botocore refuses to send) becomes ``ValueError``; every other
+    botocore failure becomes an ``InferenceError`` subclass.
+    """
+    if isinstance(exc, ParamValidationError):
+        return ValueError(str(exc))
+    if isinstance(exc, ClientError):
+        return _map_client_error(exc, context)
+    if isinstance(exc, BotoCoreError):
+        return InferenceError(
+            str(exc),
+            endpoint_name=context.endpoint_name,
+            target_model=context.target_model,
+            error_code=type(exc).__name__,
+        )
+    return exc
+
+
+def _error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _http_status(exc: ClientError) -> int | None:
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return int(status) if status is not None else None
+
+
+def _model_error_fields(response: Any) -> tuple[int | None, str]:
+    """``OriginalStatusCode`` and ``OriginalMessage`` of a ModelError, from wherever botocore put them."""
+    error = response.get("Error", {})
+    status = response.get("OriginalStatusCode", error.get("OriginalStatusCode"))
+    original = response.get("OriginalMessage", error.get("OriginalMessage"))
+    if original is None:
+        match = _QUOTED_MODEL_MESSAGE.search(str(error.get("Message", "")))
+        original = match.group(1) if match else error.get("Message", "")
+    try:
+        status_code = int(status) if status is not None else None
+    except (TypeError, ValueError):
+        status_code = None
+    return status_code, triton_message(str(original))
+
+
+def _map_client_error(exc: ClientError, context: ErrorContext) -> InferenceError:
+    code = _error_code(exc)
+    message = str(exc.response.get("Error", {}).get("Message", "")) or str(exc)
+    where: dict[str, Any] = {
+        "endpoint_name": context.endpoint_name,
+        "target_model": context.target_model,
+        "error_code": code or None,
+    }
+    if code == "ModelError":
+        status, original = _model_error_fields(exc.response)
+        model_error_class: type[InferenceError] = {
+            400: InvalidInputError,
+            404: ModelNotFoundError,
+            507: ModelOutOfMemoryError,
+        }.get(status or 0, InferenceError)
+        if status == 400 and _TRITON_UNKNOWN_MODEL.search(original):
+            model_error_class = ModelNotFoundError
+        return model_error_class(original or message, status=status, **where)
+    status = _http_status(exc)
+    if code == "ValidationError":
+        if _MODEL_DATA_MISSING.search(message):
+            return ModelNotFoundError(message, status=status, **where)
+        if _ENDPOINT_NOT_FOUND.search(message):
+            return EndpointNotFoundError(message, status=status, **where)
+        return InferenceError(message, status=status, **where)
+    if code == "ModelNotReadyException":
+        return ModelNotReadyError(message, status=status, **where)
+    if code in _THROTTLING_CODES:
+        return ThrottlingError(message, status=status, **where)
+    if code in _SERVICE_FAULT_CODES:
+        return InferenceError(message, status=status, **where)
+    return InferenceError(message, status=status, **where)

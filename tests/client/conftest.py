@@ -1,0 +1,361 @@
+"""Fixtures for the client tests: a real Triton, the models it serves, and a SageMaker-shaped front for it.
+
+``SageMakerFront`` plays the part of SageMaker's runtime service: it answers boto3's
+``POST /endpoints/<name>/invocations`` on 127.0.0.1, forwards the body to a real Triton's SageMaker
+front-end (``/models/<hash>/invoke``) and wraps Triton's answers into the error shapes AWS returns
+(``x-amzn-ErrorType`` header and JSON body). boto3's ``sagemaker-runtime`` client points at it through
+``endpoint_url``, so botocore's own parser reads every answer.
+
+Heavy imports (onnx, moto) happen inside the fixtures that need them; the tests that use those fixtures
+are marked ``local``.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import re
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ACCOUNT_ID = "123456789012"
+REGION = "us-east-1"
+ENDPOINT = "client-test-endpoint"
+FAKE_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+
+# Every datatype Triton knows; the echo model has one optional input IN_<dt> and output OUT_<dt> per type.
+DATATYPES = (
+    "BOOL",
+    "UINT8",
+    "UINT16",
+    "UINT32",
+    "UINT64",
+    "INT8",
+    "INT16",
+    "INT32",
+    "INT64",
+    "FP16",
+    "FP32",
+    "FP64",
+    "BF16",
+    "BYTES",
+)
+
+_ECHO_MODEL_PY = """\
+import triton_python_backend_utils as pb_utils
+
+DATATYPES = {datatypes!r}
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            outputs = []
+            for datatype in DATATYPES:
+                tensor = pb_utils.get_input_tensor_by_name(request, "IN_" + datatype)
+                if tensor is None:
+                    continue
+                if datatype == "BF16":
+                    # numpy has no bfloat16: hand the tensor through DLPack untouched
+                    outputs.append(pb_utils.Tensor.from_dlpack("OUT_" + datatype, tensor.to_dlpack()))
+                else:
+                    outputs.append(pb_utils.Tensor("OUT_" + datatype, tensor.as_numpy()))
+            responses.append(pb_utils.InferenceResponse(outputs))
+        return responses
+"""
+
+LINEAR_WEIGHTS = [[0.5, -1.0, 2.0], [1.5, 0.25, -0.5], [-2.0, 1.0, 0.75], [0.125, 3.0, -1.25]]
+LINEAR_BIAS = [0.1, -0.2, 0.3]
+LINEAR_MAX_BATCH_SIZE = 8
+
+
+def _config_type(datatype: str) -> str:
+    return "TYPE_STRING" if datatype == "BYTES" else f"TYPE_{datatype}"
+
+
+def write_echo_model(root: Path) -> Path:
+    """An identity python-backend model: every ``IN_<dt>`` (2-D, any size) comes back as ``OUT_<dt>``."""
+    model = root / "echo"
+    (model / "1").mkdir(parents=True)
+    (model / "1" / "model.py").write_text(_ECHO_MODEL_PY.format(datatypes=DATATYPES))
+    inputs = ",\n".join(
+        f'  {{ name: "IN_{dt}" data_type: {_config_type(dt)} dims: [-1, -1] optional: true }}'
+        for dt in DATATYPES
+    )
+    outputs = ",\n".join(
+        f'  {{ name: "OUT_{dt}" data_type: {_config_type(dt)} dims: [-1, -1] }}' for dt in DATATYPES
+    )
+    (model / "config.pbtxt").write_text(
+        'backend: "python"\nmax_batch_size: 0\n'
+        f"input [\n{inputs}\n]\noutput [\n{outputs}\n]\n"
+        "instance_group [{ kind: KIND_CPU count: 1 }]\n"
+    )
+    return root
+
+
+def write_linear_model(root: Path) -> Path:
+    """An ONNX model ``OUTPUT0 = INPUT0 @ W + b`` (FP32 [-1, 4] -> [-1, 3], ``max_batch_size`` 8)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    model_dir = root / "linear"
+    (model_dir / "1").mkdir(parents=True)
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["INPUT0", "W"], ["XW"]),
+            helper.make_node("Add", ["XW", "B"], ["OUTPUT0"]),
+        ],
+        "linear",
+        [helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, ["batch", 4])],
+        [helper.make_tensor_value_info("OUTPUT0", TensorProto.FLOAT, ["batch", 3])],
+        initializer=[
+            numpy_helper.from_array(np.array(LINEAR_WEIGHTS, dtype=np.float32), "W"),
+            numpy_helper.from_array(np.array(LINEAR_BIAS, dtype=np.float32), "B"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(model_dir / "1" / "model.onnx"))
+    (model_dir / "config.pbtxt").write_text(
+        f'platform: "onnxruntime_onnx"\nmax_batch_size: {LINEAR_MAX_BATCH_SIZE}\n'
+        'input [{ name: "INPUT0" data_type: TYPE_FP32 dims: [4] }]\n'
+        'output [{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [3] }]\n'
+        "instance_group [{ kind: KIND_CPU count: 1 }]\n"
+    )
+    return root
+
+
+@dataclass
+class ServedModels:
+    """A running Triton and the TargetModels it serves, by TargetModel -> model hash."""
+
+    server: Any  # mme_triton.local.triton.TritonServer
+    hashes: dict[str, str]
+
+
+@pytest.fixture(scope="session")
+def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedModels]:
+    """A real Triton (SageMaker front-end, multi-model mode) serving ``echo.tar.gz`` and ``linear.tar.gz``."""
+    from mme_triton.local.triton import TritonServer
+
+    echo_dir = write_echo_model(tmp_path_factory.mktemp("echo"))
+    linear_dir = write_linear_model(tmp_path_factory.mktemp("linear"))
+    server = TritonServer(workdir=tmp_path_factory.mktemp("triton"))
+    server.start()
+    try:
+        hashes = {"echo.tar.gz": "echohash", "linear.tar.gz": "linearhash"}
+        server.load(hashes["echo.tar.gz"], echo_dir, "echo.tar.gz")
+        server.load(hashes["linear.tar.gz"], linear_dir, "linear.tar.gz")
+        yield ServedModels(server=server, hashes=hashes)
+    finally:
+        server.stop()
+
+
+# -- a SageMaker-shaped front for the real Triton ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AwsError:
+    """One error answer in the shape SageMaker's runtime returns it."""
+
+    status: int
+    code: str
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SeenRequest:
+    """What the front received for one InvokeEndpoint call."""
+
+    endpoint: str
+    target_model: str | None
+    content_type: str
+    headers: dict[str, str]
+    body: bytes
+
+    def header_json(self) -> dict[str, Any]:
+        """The request's JSON part (the whole body, or the header of a binary-tensor body)."""
+        match = re.search(r"json-header-size=(\d+)", self.content_type)
+        size = int(match.group(1)) if match else len(self.body)
+        document: dict[str, Any] = json.loads(self.body[:size])
+        return document
+
+    def rows(self) -> int:
+        """Dimension 0 of the request's first input."""
+        return int(self.header_json()["inputs"][0]["shape"][0])
+
+
+class SageMakerFront:
+    """``InvokeEndpoint`` for one endpoint, answered by a real Triton; errors in AWS's shapes.
+
+    ``script`` queues answers given before forwarding (``AwsError`` values, or ``None`` to forward one
+    request normally), to play ``ModelNotReadyException``, throttling and the like.
+    """
+
+    account_id = ACCOUNT_ID
+
+    def __init__(self, served: ServedModels, endpoint: str = ENDPOINT) -> None:
+        self.served = served
+        self.endpoint = endpoint
+        self.requests: list[SeenRequest] = []
+        self._script: collections.deque[AwsError | None] = collections.deque()
+        self._lock = threading.Lock()
+        front = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                body = self.rfile.read(length)
+                status, headers, answer = front.answer(self.path, dict(self.headers.items()), body)
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    @staticmethod
+    def aws_error(status: int, code: str, message: str) -> AwsError:
+        return AwsError(status, code, {"message": message})
+
+    @staticmethod
+    def validation_error(message: str) -> AwsError:
+        return AwsError(400, "ValidationError", {"message": message})
+
+    @staticmethod
+    def model_not_ready(target_model: str) -> AwsError:
+        return AwsError(
+            429,
+            "ModelNotReadyException",
+            {"message": f"Model {target_model} is not ready yet; it is still being downloaded or loaded."},
+        )
+
+    @staticmethod
+    def model_error(endpoint: str, status: int, original: str) -> AwsError:
+        """A ``ModelError`` (424) carrying the container's status and body, worded as SageMaker words it."""
+        kind = "client" if status < 500 else "server"
+        log_group = f"/aws/sagemaker/Endpoints/{endpoint}"
+        return AwsError(
+            424,
+            "ModelError",
+            {
+                "ErrorCode": f"{kind.upper()}_ERROR_FROM_MODEL",
+                "LogStreamArn": f"arn:aws:logs:{REGION}:{ACCOUNT_ID}:log-group:{log_group}",
+                "Message": (
+                    f'Received {kind} error ({status}) from primary with message "{original}". See '
+                    f"https://{REGION}.console.aws.amazon.com/cloudwatch/home?region={REGION}"
+                    f"#logEventViewer:group={log_group} in account {ACCOUNT_ID} for more information."
+                ),
+                "OriginalMessage": original,
+                "OriginalStatusCode": status,
+            },
+        )
+
+    def script(self, *answers: AwsError | None) -> None:
+        with self._lock:
+            self._script.extend(answers)
+
+    def seen(self) -> list[SeenRequest]:
+        with self._lock:
+            return list(self.requests)
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()
+
+    def answer(self, path: str, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:
+        lowered = {name.lower(): value for name, value in headers.items()}
+        match = re.fullmatch(r"/endpoints/([^/]+)/invocations", path)
+        if match is None:
+            return 404, {"Content-Type": "text/plain"}, b"not found"
+        endpoint = match.group(1)
+        target = lowered.get("x-amzn-sagemaker-target-model")
+        content_type = lowered.get("content-type", "application/octet-stream")
+        with self._lock:
+            self.requests.append(SeenRequest(endpoint, target, content_type, lowered, body))
+            scripted = self._script.popleft() if self._script else None
+        if scripted is not None:
+            return self._error(scripted)
+        if endpoint != self.endpoint:
+            return self._error(
+                self.validation_error(f"Endpoint {endpoint} of account {ACCOUNT_ID} not found.")
+            )
+        if target is None or target not in self.served.hashes:
+            return self._error(
+                self.validation_error(
+                    f"Failed to download model data(bucket: models, key: mme/{target}). Please ensure that "
+                    "there is an object located at the URL and that the role passed to CreateModel has "
+                    "permissions to download the model."
+                )
+            )
+        status, triton_headers, answer = self.served.server.invoke(
+            self.served.hashes[target], target, body, content_type
+        )
+        if status == 200:
+            return 200, {"Content-Type": triton_headers.get("content-type", "application/json")}, answer
+        return self._error(self.model_error(endpoint, status, answer.decode("utf-8", "replace")))
+
+    @staticmethod
+    def _error(error: AwsError) -> tuple[int, dict[str, str], bytes]:
+        headers = {
+            "Content-Type": "application/json",
+            "x-amzn-ErrorType": f"{error.code}:http://internal.amazon.com/coral/com.amazon.sagemaker/",
+            "x-amzn-RequestId": "00000000-0000-0000-0000-000000000000",
+        }
+        return error.status, headers, json.dumps(error.body).encode()
+
+
+@pytest.fixture
+def front(triton: ServedModels) -> Iterator[SageMakerFront]:
+    """A fresh SageMaker-shaped front (empty script and request log) for the shared Triton."""
+    server = SageMakerFront(triton)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def runtime_factory() -> Callable[..., Any]:
+    """Build real boto3 ``sagemaker-runtime`` clients for a given ``endpoint_url``."""
+    import boto3
+    from botocore.config import Config
+
+    def make(endpoint_url: str, **config: Any) -> Any:
+        settings: dict[str, Any] = {
+            "retries": {"mode": "standard", "total_max_attempts": 1},
+            "read_timeout": 70,
+        }
+        settings.update(config)
+        return boto3.client(
+            "sagemaker-runtime",
+            endpoint_url=endpoint_url,
+            region_name=REGION,
+            config=Config(**settings),
+            **FAKE_CREDENTIALS,
+        )
+
+    return make

@@ -1,0 +1,248 @@
+"""AWS call shapes against moto's server: what InvokeEndpoint carries, the botocore configuration, and
+``models()`` (DescribeEndpoint → DescribeEndpointConfig → DescribeModel, then an S3 listing).
+
+moto answers InvokeEndpoint with canned results queued through its ``/moto-api/static/sagemaker/
+endpoint-results`` route; it keys each answer on the request's ``X-Amzn-SageMaker-*`` headers and body, so
+the answer a call gets shows which TargetModel it carried.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import numpy as np
+import pytest
+from botocore.config import Config
+
+from mme_triton.client.client import MMEClient
+from mme_triton.errors import ArtifactError, EndpointNotFoundError
+
+pytestmark = pytest.mark.local
+
+REGION = "us-east-1"
+FAKE_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+
+
+@pytest.fixture(scope="module")
+def moto_url() -> Iterator[str]:
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+def _aws(service: str, moto_url: str) -> Any:
+    return boto3.client(service, endpoint_url=moto_url, region_name=REGION, **FAKE_CREDENTIALS)
+
+
+def _queue_answers(moto_url: str, *answers: dict[str, Any]) -> None:
+    payload = json.dumps({"region": REGION, "results": list(answers)}).encode()
+    request = urllib.request.Request(
+        f"{moto_url}/moto-api/static/sagemaker/endpoint-results",
+        data=payload,
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request) as response:
+        assert response.status in (200, 201)
+
+
+def _json_answer(name: str, values: list[float]) -> dict[str, Any]:
+    body = {"outputs": [{"name": name, "datatype": "FP32", "shape": [len(values)], "data": values}]}
+    return {"Body": json.dumps(body), "ContentType": "application/json"}
+
+
+def _unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def test_infer_carries_target_model_and_content_type(moto_url: str) -> None:
+    runtime = _aws("sagemaker-runtime", moto_url)
+    sent: list[dict[str, Any]] = []
+
+    def record(request: Any, **_: Any) -> None:
+        sent.append({name.lower(): value for name, value in request.headers.items()})
+
+    runtime.meta.events.register("before-send.sagemaker-runtime.InvokeEndpoint", record)
+    _queue_answers(moto_url, _json_answer("OUTPUT0", [1.5, -2.0]))
+    client = MMEClient(_unique("ep"), runtime_client=runtime)
+    out = client.infer("resnet.tar.gz", {"INPUT0": np.ones((1, 4), np.float32)}, binary=False)
+    np.testing.assert_array_equal(out["OUTPUT0"], np.array([1.5, -2.0], np.float32))
+    (headers,) = sent
+    assert headers["x-amzn-sagemaker-target-model"] == b"resnet.tar.gz"
+    assert headers["content-type"] == b"application/json"
+
+
+def test_infer_answer_depends_on_target_model(moto_url: str) -> None:
+    client = MMEClient(_unique("ep"), runtime_client=_aws("sagemaker-runtime", moto_url))
+    _queue_answers(moto_url, _json_answer("OUT", [1.0]), _json_answer("OUT", [2.0]))
+    inputs = {"INPUT0": np.zeros((1, 1), np.float32)}
+    first_a = client.infer("a.tar.gz", inputs)["OUT"]
+    first_b = client.infer("b.tar.gz", inputs)["OUT"]
+    again_a = client.infer("a.tar.gz", inputs)["OUT"]
+    # moto hands out one queued answer per distinct (TargetModel, body): a, then b, then a's again
+    assert first_a.tolist() == [1.0]
+    assert first_b.tolist() == [2.0]
+    assert again_a.tolist() == [1.0]
+
+
+def test_client_default_botocore_config() -> None:
+    session = boto3.Session(region_name=REGION, **FAKE_CREDENTIALS)
+    config = MMEClient("ep", boto3_session=session).runtime_client.meta.config
+    assert config.read_timeout == 70
+    assert config.connect_timeout == 10
+    assert config.retries == {"mode": "standard", "total_max_attempts": 3}
+
+
+def test_client_boto_config_is_merged_over_defaults() -> None:
+    session = boto3.Session(region_name=REGION, **FAKE_CREDENTIALS)
+    client = MMEClient(
+        "ep", boto3_session=session, boto_config=Config(connect_timeout=3, max_pool_connections=50)
+    )
+    config = client.runtime_client.meta.config
+    assert config.connect_timeout == 3
+    assert config.max_pool_connections == 50
+    assert config.read_timeout == 70
+
+
+def test_client_ready_runtime_client_wins(moto_url: str) -> None:
+    runtime = _aws("sagemaker-runtime", moto_url)
+    client = MMEClient("ep", runtime_client=runtime, boto_config=Config(read_timeout=5))
+    assert client.runtime_client is runtime
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("max_concurrency", 0),
+        ("max_retries_not_ready", -1),
+        ("not_ready_backoff", -0.5),
+        ("max_batch_size", {"m.tar.gz": 0}),
+        ("model_data_url", "bucket/prefix"),
+    ],
+    ids=["concurrency", "retries", "backoff", "max-batch-size", "url-scheme"],
+)
+def test_client_rejects_bad_options(moto_url: str, option: str, value: Any) -> None:
+    with pytest.raises(ValueError, match=option):
+        MMEClient("ep", runtime_client=_aws("sagemaker-runtime", moto_url), **{option: value})
+
+
+# -- models() --------------------------------------------------------------------------------------------
+
+
+def _deploy(moto_url: str, model_data_url: str) -> str:
+    """Create Model (MultiModel) → EndpointConfig → Endpoint in moto; return the endpoint's name."""
+    sagemaker = _aws("sagemaker", moto_url)
+    name = _unique("mme")
+    sagemaker.create_model(
+        ModelName=name,
+        ExecutionRoleArn="arn:aws:iam::123456789012:role/sagemaker",
+        PrimaryContainer={
+            "Image": "785573368785.dkr.ecr.us-east-1.amazonaws.com/sagemaker-tritonserver:24.09-py3",
+            "ModelDataUrl": model_data_url,
+            "Mode": "MultiModel",
+        },
+    )
+    sagemaker.create_endpoint_config(
+        EndpointConfigName=name,
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": name,
+                "InstanceType": "ml.g4dn.xlarge",
+                "InitialInstanceCount": 1,
+            }
+        ],
+    )
+    sagemaker.create_endpoint(EndpointName=name, EndpointConfigName=name)
+    return name
+
+
+def _bucket_with(moto_url: str, keys: list[str]) -> str:
+    s3 = _aws("s3", moto_url)
+    bucket = _unique("models")
+    s3.create_bucket(Bucket=bucket)
+    for key in keys:
+        s3.put_object(Bucket=bucket, Key=key, Body=b"x")
+    return bucket
+
+
+KEYS = [
+    "mme/resnet.tar.gz",
+    "mme/bert.tar.gz",
+    "mme/notes.txt",
+    "mme/old/resnet-v1.tar.gz",
+    "mmeother/not-ours.tar.gz",
+    "elsewhere/linear.tar.gz",
+]
+
+
+@pytest.mark.parametrize("prefix", ["mme/", "mme"], ids=["trailing-slash", "no-trailing-slash"])
+def test_models_lists_archives_directly_under_the_endpoint_prefix(moto_url: str, prefix: str) -> None:
+    bucket = _bucket_with(moto_url, KEYS)
+    endpoint = _deploy(moto_url, f"s3://{bucket}/{prefix}")
+    client = MMEClient(
+        endpoint,
+        runtime_client=_aws("sagemaker-runtime", moto_url),
+        sagemaker_client=_aws("sagemaker", moto_url),
+        s3_client=_aws("s3", moto_url),
+    )
+    assert client.models() == ["bert.tar.gz", "resnet.tar.gz"]
+
+
+def test_models_uses_given_model_data_url_without_describing(moto_url: str) -> None:
+    bucket = _bucket_with(moto_url, KEYS)
+    client = MMEClient(
+        "endpoint-that-does-not-exist",
+        runtime_client=_aws("sagemaker-runtime", moto_url),
+        s3_client=_aws("s3", moto_url),
+        model_data_url=f"s3://{bucket}/elsewhere/",
+    )
+    assert client.models() == ["linear.tar.gz"]
+
+
+@pytest.mark.slow
+def test_models_follows_pagination(moto_url: str) -> None:
+    keys = [f"many/m{i:04d}.tar.gz" for i in range(1005)]
+    bucket = _bucket_with(moto_url, keys)
+    client = MMEClient(
+        "ep",
+        runtime_client=_aws("sagemaker-runtime", moto_url),
+        s3_client=_aws("s3", moto_url),
+        model_data_url=f"s3://{bucket}/many/",
+    )
+    assert client.models() == sorted(key.split("/")[1] for key in keys)
+
+
+def test_models_missing_bucket_raises_artifact_error(moto_url: str) -> None:
+    client = MMEClient(
+        "ep",
+        runtime_client=_aws("sagemaker-runtime", moto_url),
+        s3_client=_aws("s3", moto_url),
+        model_data_url=f"s3://{_unique('absent')}/mme/",
+    )
+    with pytest.raises(ArtifactError, match="NoSuchBucket"):
+        client.models()
+
+
+def test_models_unknown_endpoint_raises_endpoint_not_found(moto_url: str) -> None:
+    client = MMEClient(
+        "no-such-endpoint",
+        runtime_client=_aws("sagemaker-runtime", moto_url),
+        sagemaker_client=_aws("sagemaker", moto_url),
+        s3_client=_aws("s3", moto_url),
+    )
+    with pytest.raises(EndpointNotFoundError) as caught:
+        client.models()
+    assert caught.value.endpoint_name == "no-such-endpoint"
+    assert caught.value.error_code == "ValidationException"

@@ -1,0 +1,186 @@
+"""The translation of botocore errors into the library's exceptions, from parsed responses.
+
+The parsed responses below have the layout botocore gives a ``sagemaker-runtime`` error (the tests in
+``test_client_errors.py`` produce the same layout from real HTTP answers through botocore's parser).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError, ParamValidationError
+
+from mme_triton.client._errors_map import ErrorContext, map_invoke_error, triton_message
+from mme_triton.errors import (
+    EndpointNotFoundError,
+    InferenceError,
+    InvalidInputError,
+    ModelNotFoundError,
+    ModelNotReadyError,
+    ModelOutOfMemoryError,
+    ThrottlingError,
+)
+
+CONTEXT = ErrorContext("my-endpoint", "linear.tar.gz")
+
+
+def _client_error(code: str, message: str, status: int, **fields: Any) -> ClientError:
+    response: dict[str, Any] = {
+        "Error": {"Code": code, "Message": message},
+        "ResponseMetadata": {"HTTPStatusCode": status},
+        **fields,
+    }
+    return ClientError(response, "InvokeEndpoint")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "{\"error\":\"unexpected inference input 'BAD' for model 'm'\"}",
+            "unexpected inference input 'BAD' for model 'm'",
+        ),
+        ("plain text from a proxy", "plain text from a proxy"),
+        ('{"message": "from another server"}', "from another server"),
+        ("{not json", "{not json"),
+        ("", ""),
+        (None, ""),
+    ],
+    ids=["triton-json", "plain", "message-key", "broken-json", "empty", "none"],
+)
+def test_triton_message_extracts_the_error_text(text: str | None, expected: str) -> None:
+    assert triton_message(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("error", "expected_class", "expected_status"),
+    [
+        (
+            _client_error("ValidationError", "Endpoint my-endpoint of account 123456789012 not found.", 400),
+            EndpointNotFoundError,
+            400,
+        ),
+        (
+            _client_error(
+                "ValidationError",
+                "Failed to download model data(bucket: b, key: mme/linear.tar.gz). Please ensure that there "
+                "is an object located at the URL and that the role passed to CreateModel has permissions to "
+                "download the model.",
+                400,
+            ),
+            ModelNotFoundError,
+            400,
+        ),
+        (
+            _client_error("ValidationError", "Could not find model data at s3://b/mme/linear.tar.gz.", 400),
+            ModelNotFoundError,
+            400,
+        ),
+        (
+            _client_error(
+                "ValidationError",
+                "Endpoint my-endpoint is not a multi-model endpoint and does not support target model "
+                "header.",
+                400,
+            ),
+            InferenceError,
+            400,
+        ),
+        (_client_error("ModelNotReadyException", "still loading", 429), ModelNotReadyError, 429),
+        (_client_error("ThrottlingException", "Rate exceeded", 400), ThrottlingError, 400),
+        (_client_error("InternalFailure", "internal", 500), InferenceError, 500),
+        (_client_error("ServiceUnavailable", "unavailable", 503), InferenceError, 503),
+        (_client_error("InternalDependencyException", "dependency", 530), InferenceError, 530),
+        (_client_error("SomethingNew", "new", 418), InferenceError, 418),
+    ],
+    ids=[
+        "endpoint-not-found",
+        "model-data-download-failed",
+        "model-data-not-found",
+        "not-multi-model",
+        "not-ready",
+        "throttling",
+        "internal-failure",
+        "service-unavailable",
+        "internal-dependency",
+        "unknown-code",
+    ],
+)
+def test_map_invoke_error_by_code_and_message(
+    error: ClientError, expected_class: type[InferenceError], expected_status: int
+) -> None:
+    mapped = map_invoke_error(error, CONTEXT)
+    assert type(mapped) is expected_class
+    assert isinstance(mapped, InferenceError)
+    assert mapped.status == expected_status
+    assert mapped.error_code == error.response["Error"]["Code"]
+    assert mapped.endpoint_name == "my-endpoint"
+    assert mapped.target_model == "linear.tar.gz"
+    assert mapped.message == error.response["Error"]["Message"]
+
+
+@pytest.mark.parametrize(
+    ("original_status", "expected_class"),
+    [
+        (400, InvalidInputError),
+        (404, ModelNotFoundError),
+        (507, ModelOutOfMemoryError),
+        (500, InferenceError),
+        (503, InferenceError),
+    ],
+    ids=["400-invalid-input", "404-not-found", "507-out-of-memory", "500-other", "503-other"],
+)
+def test_map_invoke_error_model_error_by_original_status(
+    original_status: int, expected_class: type[InferenceError]
+) -> None:
+    original = '{"error":"what Triton said"}'
+    error = _client_error(
+        "ModelError",
+        f'Received client error ({original_status}) from primary with message "{original}". '
+        "See https://x for more information.",
+        424,
+        OriginalStatusCode=original_status,
+        OriginalMessage=original,
+        LogStreamArn="arn:aws:logs:us-east-1:123456789012:log-group:/aws/sagemaker/Endpoints/my-endpoint",
+    )
+    mapped = map_invoke_error(error, CONTEXT)
+    assert type(mapped) is expected_class
+    assert isinstance(mapped, InferenceError)
+    assert mapped.message == "what Triton said"
+    assert mapped.status == original_status
+    assert mapped.error_code == "ModelError"
+
+
+def test_map_invoke_error_model_error_without_original_message_reads_the_quoted_one() -> None:
+    error = _client_error(
+        "ModelError",
+        'Received client error (400) from model with message "{"error":"bad shape"}". See https://x for more '
+        "information.",
+        424,
+        OriginalStatusCode=400,
+    )
+    mapped = map_invoke_error(error, CONTEXT)
+    assert type(mapped) is InvalidInputError
+    assert isinstance(mapped, InferenceError)
+    assert mapped.message == "bad shape"
+
+
+def test_map_invoke_error_triton_unknown_model_is_model_not_found() -> None:
+    original = '{"error":"Request for unknown model: \'linear.tar.gz\' is not found"}'
+    error = _client_error(
+        "ModelError", "Received client error (400)", 424, OriginalStatusCode=400, OriginalMessage=original
+    )
+    assert type(map_invoke_error(error, CONTEXT)) is ModelNotFoundError
+
+
+def test_map_invoke_error_connection_failure_is_inference_error() -> None:
+    mapped = map_invoke_error(EndpointConnectionError(endpoint_url="http://127.0.0.1:9"), CONTEXT)
+    assert type(mapped) is InferenceError
+    assert isinstance(mapped, InferenceError)
+    assert mapped.error_code == "EndpointConnectionError"
+
+
+def test_map_invoke_error_param_validation_is_value_error() -> None:
+    mapped = map_invoke_error(ParamValidationError(report="TargetModel too long"), CONTEXT)
+    assert type(mapped) is ValueError
