@@ -100,12 +100,15 @@ class InferenceError(MMETritonError):
         target_model: str | None = None,
         status: int | None = None,
         error_code: str | None = None,
+        log_stream_arn: str | None = None,
     ) -> None:
         self.message = message
         self.endpoint_name = endpoint_name
         self.target_model = target_model
         self.status = status
         self.error_code = error_code
+        #: the CloudWatch log stream SageMaker names in a ModelError (where the container's log is)
+        self.log_stream_arn = log_stream_arn
         where = " ".join(
             part
             for part in (

@@ -1,1 +1,28 @@
-"""client stage."""
+"""The client stage: numpy arrays in, numpy arrays out, through ``InvokeEndpoint`` with ``TargetModel``.
+
+- ``codec.py`` — :func:`encode_request` / :func:`decode_response`: the KServe v2 JSON and binary-tensor
+  formats as Triton speaks them, every Triton datatype (table in ``datatypes.py``); pure functions.
+- ``client.py`` — :class:`MMEClient`: boto3 ``sagemaker-runtime`` calls, typed errors, retries while a
+  model loads, batch splitting under the 6 MiB request limit.
+
+The client needs no control plane and no packaging.
+"""
+
+from __future__ import annotations
+
+from mme_triton.client.client import MAX_REQUEST_BYTES, MMEClient
+from mme_triton.client.codec import (
+    InferInput,
+    InferRequestedOutput,
+    decode_response,
+    encode_request,
+)
+
+__all__ = [
+    "MAX_REQUEST_BYTES",
+    "InferInput",
+    "InferRequestedOutput",
+    "MMEClient",
+    "decode_response",
+    "encode_request",
+]

@@ -161,7 +161,10 @@ def _map_client_error(exc: ClientError, context: ErrorContext) -> InferenceError
         }.get(status or 0, InferenceError)
         if status == 400 and _TRITON_UNKNOWN_MODEL.search(original):
             model_error_class = ModelNotFoundError
-        return model_error_class(original or message, status=status, **where)
+        log_stream = exc.response.get("LogStreamArn", exc.response.get("Error", {}).get("LogStreamArn"))
+        return model_error_class(
+            original or message, status=status, log_stream_arn=log_stream or None, **where
+        )
     status = _http_status(exc)
     if code == "ValidationError":
         if _MODEL_DATA_MISSING.search(message):

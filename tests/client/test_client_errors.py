@@ -80,6 +80,7 @@ def test_infer_triton_400_raises_invalid_input_with_tritons_message(
     assert error.endpoint_name == ENDPOINT
     assert error.target_model == "echo.tar.gz"
     assert triton_message in str(error)
+    assert error.log_stream_arn is not None and error.log_stream_arn.startswith("arn:aws:logs:")
 
 
 def test_infer_batch_over_max_batch_size_raises_invalid_input(

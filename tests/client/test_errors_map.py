@@ -150,6 +150,9 @@ def test_map_invoke_error_model_error_by_original_status(
     assert mapped.message == "what Triton said"
     assert mapped.status == original_status
     assert mapped.error_code == "ModelError"
+    assert mapped.log_stream_arn == (
+        "arn:aws:logs:us-east-1:123456789012:log-group:/aws/sagemaker/Endpoints/my-endpoint"
+    )
 
 
 def test_map_invoke_error_model_error_without_original_message_reads_the_quoted_one() -> None:
