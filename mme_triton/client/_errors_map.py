@@ -163,7 +163,7 @@ def _map_client_error(exc: ClientError, context: ErrorContext) -> InferenceError
             model_error_class = ModelNotFoundError
         log_stream = exc.response.get("LogStreamArn", exc.response.get("Error", {}).get("LogStreamArn"))
         return model_error_class(
-            original or message, status=status, log_stream_arn=log_stream or None, **where
+            original or message, status=status, log_stream_arn=str(log_stream) if log_stream else None, **where
         )
     status = _http_status(exc)
     if code == "ValidationError":
