@@ -162,9 +162,8 @@ def _map_client_error(exc: ClientError, context: ErrorContext) -> InferenceError
         if status == 400 and _TRITON_UNKNOWN_MODEL.search(original):
             model_error_class = ModelNotFoundError
         log_stream = exc.response.get("LogStreamArn", exc.response.get("Error", {}).get("LogStreamArn"))
-        return model_error_class(
-            original or message, status=status, log_stream_arn=str(log_stream) if log_stream else None, **where
-        )
+        log_stream_arn = str(log_stream) if log_stream else None
+        return model_error_class(original or message, status=status, log_stream_arn=log_stream_arn, **where)
     status = _http_status(exc)
     if code == "ValidationError":
         if _MODEL_DATA_MISSING.search(message):
