@@ -26,6 +26,7 @@ from mme_triton.errors import (
     ModelOutOfMemoryError,
     ModelValidationError,
     PayloadTooLargeError,
+    TeardownError,
     ThrottlingError,
     UnsupportedPlatformError,
 )
@@ -97,6 +98,7 @@ __all__ = [
     "ModelValidationError",
     "PayloadTooLargeError",
     "Problem",
+    "TeardownError",
     "TeardownReport",
     "ThrottlingError",
     "TritonEnvironment",

@@ -59,6 +59,19 @@ def _byte_bar(desc: str) -> Callable[[int, int], None]:
     return hook
 
 
+def _staged_bars() -> Callable[[str, str, int, int], None]:
+    """A progress(stage, name, done, total) hook: one byte bar per (stage, name)."""
+    bars: dict[tuple[str, str], Callable[[int, int], None]] = {}
+
+    def hook(stage: str, name: str, done: int, total: int) -> None:
+        key = (stage, name)
+        if key not in bars:
+            bars[key] = _byte_bar(f"{stage} {name}")
+        bars[key](done, total)
+
+    return hook
+
+
 # ---------------------------------------------------------------------------------------------- validate
 def _cmd_validate(args: argparse.Namespace) -> int:
     from mme_triton.model.validate import validate_model
@@ -107,7 +120,7 @@ def _cmd_package(args: argparse.Namespace) -> int:
             versioned=args.versioned,
             progress=None if args.quiet else _byte_bar(f"package {Path(path).name}"),
         )
-        _out(f"{artifact.path}  {artifact.size} bytes  sha256:{artifact.sha256}  target-model={artifact.name}")
+        _out(f"{artifact.path}  {artifact.size} bytes  sha256:{artifact.sha256}  TargetModel={artifact.name}")
     return 0
 
 
@@ -122,7 +135,7 @@ def _cmd_upload(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         versioned=args.versioned,
         kms_key_id=args.kms_key_id,
-        progress=None if args.quiet else _byte_bar("upload"),
+        progress=None if args.quiet else _staged_bars(),
     )
     url = args.model_data_url.rstrip("/")
     for artifact in artifacts:
@@ -160,8 +173,8 @@ def _key_values(pairs: Sequence[str], what: str) -> dict[str, str]:
 def _cmd_deploy(args: argparse.Namespace) -> int:
     from mme_triton.endpoint.deploy import deploy_mme
 
-    def progress(status: str, elapsed: float) -> None:
-        _err(f"  {args.endpoint_name}: {status} ({elapsed:.0f} s)")
+    def progress(stage: str, detail: str) -> None:
+        _err(f"  {stage}: {detail}")
 
     endpoint = deploy_mme(
         args.endpoint_name,

@@ -15,7 +15,8 @@
     │   └── PayloadTooLargeError    the request body is over InvokeEndpoint's 6 MiB limit
     ├── DeploymentError             a SageMaker control-plane step failed (rolled back)
     │   ├── EndpointFailedError     the endpoint went to Failed (carries FailureReason)
-    │   └── DeploymentTimeoutError  the endpoint did not reach InService in time
+    │   ├── DeploymentTimeoutError  the endpoint did not reach InService in time
+    │   └── TeardownError           some resources could not be removed (carries the report)
     └── LocalStackError             the embedded stack cannot run or failed
         └── UnsupportedPlatformError  not Linux x86_64 with glibc >= 2.35
 
@@ -28,6 +29,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from mme_triton.endpoint.teardown import TeardownReport
     from mme_triton.model.problems import Problem
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "ModelOutOfMemoryError",
     "ModelValidationError",
     "PayloadTooLargeError",
+    "TeardownError",
     "ThrottlingError",
     "UnsupportedPlatformError",
 ]
@@ -167,6 +170,14 @@ class EndpointFailedError(DeploymentError):
 
 class DeploymentTimeoutError(DeploymentError):
     """The endpoint did not reach ``InService`` within the timeout."""
+
+
+class TeardownError(DeploymentError):
+    """Some pieces could not be removed; ``report`` says which (everything else was removed)."""
+
+    def __init__(self, message: str, *, endpoint_name: str | None = None, report: TeardownReport) -> None:
+        self.report = report
+        super().__init__(message, endpoint_name=endpoint_name)
 
 
 class LocalStackError(MMETritonError):

@@ -1,1 +1,31 @@
-"""endpoint stage."""
+"""The endpoint stage: SageMaker resources around the artifacts.
+
+- :func:`~mme_triton.endpoint.images.triton_image_uri` — the SageMaker Triton image for a region/version;
+- :class:`~mme_triton.endpoint.environment.TritonEnvironment` — the ``SAGEMAKER_TRITON_*`` settings;
+- :func:`~mme_triton.endpoint.deploy.deploy_mme` → :class:`~mme_triton.endpoint.deploy.Endpoint`, with
+  optional :class:`~mme_triton.endpoint.autoscaling.AutoScaling`;
+- :func:`~mme_triton.endpoint.teardown.teardown` and :func:`~mme_triton.endpoint.teardown.sweep` →
+  :class:`~mme_triton.endpoint.teardown.TeardownReport`.
+"""
+
+from __future__ import annotations
+
+from mme_triton.endpoint.autoscaling import AutoScaling
+from mme_triton.endpoint.deploy import Endpoint, deploy_mme
+from mme_triton.endpoint.environment import TritonEnvironment, serve_args, validate_environment
+from mme_triton.endpoint.images import triton_image_uri
+from mme_triton.endpoint.teardown import TeardownError, TeardownReport, sweep, teardown
+
+__all__ = [
+    "AutoScaling",
+    "Endpoint",
+    "TeardownError",
+    "TeardownReport",
+    "TritonEnvironment",
+    "deploy_mme",
+    "serve_args",
+    "sweep",
+    "teardown",
+    "triton_image_uri",
+    "validate_environment",
+]

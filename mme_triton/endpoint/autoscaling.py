@@ -1,0 +1,204 @@
+"""Application Auto Scaling for an endpoint variant: target tracking on invocations per instance.
+
+The variant (``endpoint/<name>/variant/<variant>``, dimension ``sagemaker:variant:DesiredInstanceCount``)
+is registered as a scalable target with a ``TargetTrackingScaling`` policy on the predefined metric
+``SageMakerVariantInvocationsPerInstance``. :func:`remove_autoscaling` undoes both and is idempotent.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "SCALABLE_DIMENSION",
+    "AutoScaling",
+    "apply_autoscaling",
+    "current_autoscaling",
+    "policy_name",
+    "remove_autoscaling",
+    "resource_id",
+]
+
+logger = logging.getLogger(__name__)
+
+SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
+_NAMESPACE = "sagemaker"
+_METRIC = "SageMakerVariantInvocationsPerInstance"
+
+
+@dataclass(frozen=True)
+class AutoScaling:
+    """Target-tracking autoscaling of the endpoint's variant on invocations per instance (per minute).
+
+    Attributes:
+        min_capacity: fewest instances (>= 1).
+        max_capacity: most instances (>= min_capacity).
+        target_invocations_per_instance: the InvocationsPerInstance value (per minute) to hold.
+        scale_in_cooldown: seconds after a scale-in before the next one.
+        scale_out_cooldown: seconds after a scale-out before the next one.
+
+    Raises:
+        ValueError: a value out of range.
+
+    Example::
+
+        AutoScaling(min_capacity=1, max_capacity=4, target_invocations_per_instance=200)
+    """
+
+    min_capacity: int
+    max_capacity: int
+    target_invocations_per_instance: float
+    scale_in_cooldown: int = 300
+    scale_out_cooldown: int = 60
+
+    def __post_init__(self) -> None:
+        for name in ("min_capacity", "max_capacity", "scale_in_cooldown", "scale_out_cooldown"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"AutoScaling.{name} must be an int, got {value!r}")
+        if self.min_capacity < 1:
+            raise ValueError(f"AutoScaling.min_capacity must be >= 1, got {self.min_capacity}")
+        if self.max_capacity < self.min_capacity:
+            raise ValueError(
+                f"AutoScaling.max_capacity ({self.max_capacity}) must be >= "
+                f"min_capacity ({self.min_capacity})"
+            )
+        target = self.target_invocations_per_instance
+        if isinstance(target, bool) or not isinstance(target, int | float) or not math.isfinite(target):
+            raise TypeError(f"AutoScaling.target_invocations_per_instance must be a number, got {target!r}")
+        if target <= 0:
+            raise ValueError(f"AutoScaling.target_invocations_per_instance must be > 0, got {target}")
+        if self.scale_in_cooldown < 0 or self.scale_out_cooldown < 0:
+            raise ValueError("AutoScaling cooldowns must be >= 0 seconds")
+
+
+def resource_id(endpoint_name: str, variant_name: str) -> str:
+    """Application Auto Scaling's ResourceId of an endpoint variant."""
+    return f"endpoint/{endpoint_name}/variant/{variant_name}"
+
+
+def policy_name(endpoint_name: str, variant_name: str) -> str:
+    """The name of the target-tracking policy this library puts on a variant."""
+    return f"mme-triton-{endpoint_name}-{variant_name}-invocations"
+
+
+def _policy_configuration(scaling: AutoScaling) -> dict[str, Any]:
+    return {
+        "TargetValue": float(scaling.target_invocations_per_instance),
+        "PredefinedMetricSpecification": {"PredefinedMetricType": _METRIC},
+        "ScaleInCooldown": scaling.scale_in_cooldown,
+        "ScaleOutCooldown": scaling.scale_out_cooldown,
+    }
+
+
+def current_autoscaling(client: Any, endpoint_name: str, variant_name: str) -> AutoScaling | None:
+    """The :class:`AutoScaling` registered for the variant by this library, or None."""
+    rid = resource_id(endpoint_name, variant_name)
+    targets = client.describe_scalable_targets(
+        ServiceNamespace=_NAMESPACE, ResourceIds=[rid], ScalableDimension=SCALABLE_DIMENSION
+    ).get("ScalableTargets", [])
+    target = next((t for t in targets if t["ResourceId"] == rid), None)
+    if target is None:
+        return None
+    policies = client.describe_scaling_policies(
+        ServiceNamespace=_NAMESPACE,
+        ResourceId=rid,
+        ScalableDimension=SCALABLE_DIMENSION,
+        PolicyNames=[policy_name(endpoint_name, variant_name)],
+    ).get("ScalingPolicies", [])
+    policy = next(
+        (
+            p
+            for p in policies
+            if p["ResourceId"] == rid and p["PolicyName"] == policy_name(endpoint_name, variant_name)
+        ),
+        None,
+    )
+    if policy is None:
+        return None
+    config = policy.get("TargetTrackingScalingPolicyConfiguration", {})
+    try:
+        return AutoScaling(
+            min_capacity=int(target["MinCapacity"]),
+            max_capacity=int(target["MaxCapacity"]),
+            target_invocations_per_instance=float(config["TargetValue"]),
+            scale_in_cooldown=int(config.get("ScaleInCooldown", 300)),
+            scale_out_cooldown=int(config.get("ScaleOutCooldown", 60)),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def apply_autoscaling(client: Any, endpoint_name: str, variant_name: str, scaling: AutoScaling) -> bool:
+    """Register the variant and put the target-tracking policy; return False when already in place."""
+    if current_autoscaling(client, endpoint_name, variant_name) == scaling:
+        return False
+    rid = resource_id(endpoint_name, variant_name)
+    client.register_scalable_target(
+        ServiceNamespace=_NAMESPACE,
+        ResourceId=rid,
+        ScalableDimension=SCALABLE_DIMENSION,
+        MinCapacity=scaling.min_capacity,
+        MaxCapacity=scaling.max_capacity,
+    )
+    client.put_scaling_policy(
+        PolicyName=policy_name(endpoint_name, variant_name),
+        ServiceNamespace=_NAMESPACE,
+        ResourceId=rid,
+        ScalableDimension=SCALABLE_DIMENSION,
+        PolicyType="TargetTrackingScaling",
+        TargetTrackingScalingPolicyConfiguration=_policy_configuration(scaling),
+    )
+    logger.info("autoscaling on %s: %s", rid, scaling)
+    return True
+
+
+def _not_found(exc: Exception) -> bool:
+    code = getattr(exc, "response", {}).get("Error", {}).get("Code", "")
+    return code in ("ObjectNotFoundException", "ValidationException", "ResourceNotFoundException")
+
+
+def remove_autoscaling(client: Any, endpoint_name: str, variant_name: str) -> list[str]:
+    """Delete the variant's scaling policies and deregister it; return what was removed (idempotent).
+
+    Items are ``"policy:<name>"`` and ``"target:<resource id>"``; nothing registered gives ``[]``.
+    """
+    from botocore.exceptions import ClientError
+
+    rid = resource_id(endpoint_name, variant_name)
+    removed: list[str] = []
+    policies = client.describe_scaling_policies(
+        ServiceNamespace=_NAMESPACE, ResourceId=rid, ScalableDimension=SCALABLE_DIMENSION
+    ).get("ScalingPolicies", [])
+    for policy in policies:
+        if policy["ResourceId"] != rid:
+            continue
+        try:
+            client.delete_scaling_policy(
+                PolicyName=policy["PolicyName"],
+                ServiceNamespace=_NAMESPACE,
+                ResourceId=rid,
+                ScalableDimension=SCALABLE_DIMENSION,
+            )
+            removed.append(f"policy:{policy['PolicyName']}")
+        except ClientError as exc:
+            if not _not_found(exc):
+                raise
+    targets = client.describe_scalable_targets(
+        ServiceNamespace=_NAMESPACE, ResourceIds=[rid], ScalableDimension=SCALABLE_DIMENSION
+    ).get("ScalableTargets", [])
+    if any(t["ResourceId"] == rid for t in targets):
+        try:
+            client.deregister_scalable_target(
+                ServiceNamespace=_NAMESPACE, ResourceId=rid, ScalableDimension=SCALABLE_DIMENSION
+            )
+            removed.append(f"target:{rid}")
+        except ClientError as exc:
+            if not _not_found(exc):
+                raise
+    if removed:
+        logger.info("removed autoscaling of %s: %s", rid, ", ".join(removed))
+    return removed

@@ -1,0 +1,495 @@
+"""moto's server on 127.0.0.1, with the SageMaker behaviour moto lacks added on top of it.
+
+moto (``moto[server]``) answers S3, SageMaker, Application Auto Scaling, STS, CloudWatch ... but its
+SageMaker backend stops short of what a deployment needs. :class:`ControlPlane` runs moto's real WSGI
+application and patches moto's SageMaker backend and response classes at runtime (nothing is mocked
+away; every call still goes through moto's HTTP server and moto's backends):
+
+- ``CreateEndpoint`` leaves the endpoint ``Creating``; a background thread moves it to ``InService`` (or
+  ``Failed``) after ``transition_delay`` seconds, running the ``on_in_service`` hooks first;
+- ``UpdateEndpoint`` (moto has none): ``Updating`` → ``InService`` on the new endpoint config. When the
+  update fails, the endpoint stays ``InService`` on its previous config and ``FailureReason`` says why,
+  as SageMaker does;
+- ``DeleteEndpoint`` runs the ``on_deleted`` hooks;
+- every ``ml.<family>.<size>`` instance type is accepted (moto's list stops at ``ml.g4dn``/``ml.p3``;
+  the library checks instance types against its own table before calling).
+
+Isolation: moto keeps state in process-global backends keyed by account id. Each ControlPlane assumes a
+role in an account id of its own (through moto's STS, whose temporary keys moto maps back to that
+account), so two ControlPlanes in one process do not see each other's resources. The patches themselves
+are process-wide but inert for accounts that no ControlPlane owns: there moto behaves as shipped, except
+that the wider instance-type check and ``UpdateEndpoint`` (switching at once) are available too.
+
+Example::
+
+    with ControlPlane(transition_delay=0.2) as plane:
+        sagemaker = plane.boto3_session().client("sagemaker")
+        ...
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import logging
+import re
+import secrets
+import threading
+from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import boto3
+    from botocore.config import Config
+
+__all__ = ["ControlPlane", "DeletedHook", "InServiceHook", "WSGIApplication"]
+
+logger = logging.getLogger(__name__)
+
+WSGIApplication = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+InServiceHook = Callable[[str, dict[str, Any]], None]
+DeletedHook = Callable[[str], None]
+
+_INSTANCE_TYPE = re.compile(r"^ml\.[a-z0-9-]+\.[a-z0-9-]+$")
+
+_registry_lock = threading.Lock()
+_planes: dict[str, ControlPlane] = {}  # account id -> the plane that owns it
+_patched = False
+
+
+def _plane_for(account_id: str) -> ControlPlane | None:
+    with _registry_lock:
+        return _planes.get(account_id)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def _install_patches() -> None:
+    """Add what moto's SageMaker lacks to its backend and response classes (once per process)."""
+    global _patched
+    with _registry_lock:
+        if _patched:
+            return
+        from moto.core.responses import ActionResult
+        from moto.sagemaker import models, responses
+        from moto.sagemaker.exceptions import ValidationError
+
+        backend_cls = models.SageMakerModelBackend
+        original_create = backend_cls.create_endpoint
+        original_delete = backend_cls.delete_endpoint
+
+        def validate_instance_type(self: Any, instance_type: str) -> None:
+            if not _INSTANCE_TYPE.match(instance_type or ""):
+                raise ValidationError(
+                    message=f"Value '{instance_type}' at 'instanceType' failed to satisfy constraint: "
+                    "Member must satisfy enum value set"
+                )
+
+        def create_endpoint(self: Any, *args: Any, **kwargs: Any) -> Any:
+            endpoint = original_create(self, *args, **kwargs)
+            plane = _plane_for(self.account_id)
+            if plane is not None:
+                endpoint.endpoint_status = "Creating"
+                endpoint.failure_reason = None
+                plane._schedule(self, endpoint.endpoint_name, endpoint.endpoint_config_name, update=False)
+            return endpoint
+
+        def delete_endpoint(self: Any, endpoint_name: str) -> None:
+            original_delete(self, endpoint_name)
+            plane = _plane_for(self.account_id)
+            if plane is not None:
+                plane._endpoint_deleted(endpoint_name)
+
+        def update_endpoint(self: Any, endpoint_name: str, endpoint_config_name: str) -> str:
+            endpoint = self.endpoints.get(endpoint_name)
+            if endpoint is None:
+                arn = models.FakeEndpoint.arn_formatter(endpoint_name, self.account_id, self.region_name)
+                raise ValidationError(message=f"Could not find endpoint '{arn}'.")
+            if endpoint_config_name not in self.endpoint_configs:
+                arn = models.FakeEndpointConfig.arn_formatter(
+                    endpoint_config_name, self.account_id, self.region_name
+                )
+                raise ValidationError(message=f"Could not find endpoint configuration '{arn}'.")
+            if endpoint.endpoint_status != "InService":
+                raise ValidationError(message=f'Cannot update in-progress endpoint "{endpoint.arn}".')
+            plane = _plane_for(self.account_id)
+            if plane is None:
+                _switch_config(self, endpoint, endpoint_config_name)
+            else:
+                endpoint.endpoint_status = "Updating"
+                endpoint.last_modified_time = _utcnow()
+                plane._schedule(self, endpoint_name, endpoint_config_name, update=True)
+            return str(endpoint.arn)
+
+        def update_endpoint_action(self: Any) -> Any:
+            arn = self.sagemaker_backend.update_endpoint(
+                endpoint_name=self._get_param("EndpointName"),
+                endpoint_config_name=self._get_param("EndpointConfigName"),
+            )
+            return ActionResult({"EndpointArn": arn})
+
+        setattr(models.FakeEndpointConfig, "validate_instance_type", validate_instance_type)  # noqa: B010
+        setattr(backend_cls, "create_endpoint", create_endpoint)  # noqa: B010
+        setattr(backend_cls, "delete_endpoint", delete_endpoint)  # noqa: B010
+        setattr(backend_cls, "update_endpoint", update_endpoint)  # noqa: B010
+        setattr(responses.SageMakerResponse, "update_endpoint", update_endpoint_action)  # noqa: B010
+        _patched = True
+
+
+def _switch_config(backend: Any, endpoint: Any, endpoint_config_name: str) -> None:
+    config = backend.endpoint_configs[endpoint_config_name]
+    endpoint.endpoint_config_name = endpoint_config_name
+    endpoint.production_variants = endpoint._process_production_variants(config.production_variants)
+    endpoint.endpoint_status = "InService"
+    endpoint.failure_reason = None
+    endpoint.last_modified_time = _utcnow()
+
+
+def _describe_for_hooks(backend: Any, endpoint_name: str, endpoint_config_name: str) -> dict[str, Any]:
+    """A DescribeEndpoint-like dict for ``endpoint_config_name``, with the config and model descriptions."""
+    endpoint = dict(backend.describe_endpoint(endpoint_name))
+    config = dict(backend.describe_endpoint_config(endpoint_config_name))
+    current = {v["VariantName"]: v for v in endpoint.get("ProductionVariants", [])}
+    variants = []
+    models: dict[str, dict[str, Any]] = {}
+    for variant in config.get("ProductionVariants", []):
+        merged = {**current.get(variant["VariantName"], {}), **variant}
+        if "InitialInstanceCount" in variant:  # the counts the config brings into service
+            merged["CurrentInstanceCount"] = merged["DesiredInstanceCount"] = variant["InitialInstanceCount"]
+        variants.append(merged)
+        model_name = variant["ModelName"]
+        models[model_name] = dict(backend.describe_model(model_name).response_object)
+    endpoint["EndpointConfigName"] = endpoint_config_name
+    endpoint["ProductionVariants"] = variants
+    endpoint["EndpointConfig"] = config
+    endpoint["Models"] = models
+    first = config.get("ProductionVariants", [{}])[0].get("ModelName")
+    endpoint["Model"] = models.get(first, {})
+    return copy.deepcopy(endpoint)
+
+
+class _EndpointSession:
+    """Builds the boto3.Session subclass lazily, so importing this module does not import boto3."""
+
+    cls: type[boto3.Session] | None = None
+
+    @classmethod
+    def make(cls, endpoint_url: str, **kwargs: Any) -> boto3.Session:
+        if cls.cls is None:
+            import boto3
+            from botocore.config import Config
+
+            class ControlPlaneSession(boto3.Session):
+                """A boto3 session whose clients and resources default to the control plane's URL."""
+
+                def __init__(self, endpoint_url: str, **session_kwargs: Any) -> None:
+                    super().__init__(**session_kwargs)
+                    self.control_plane_url = endpoint_url
+
+                def _defaults(self, service_name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+                    if kwargs.get("endpoint_url") is None:
+                        kwargs["endpoint_url"] = self.control_plane_url
+                    if service_name == "s3":
+                        path_style = Config(s3={"addressing_style": "path"})
+                        given: Config | None = kwargs.get("config")
+                        kwargs["config"] = path_style if given is None else path_style.merge(given)
+                    return kwargs
+
+                def client(self, service_name: str, *args: Any, **kwargs: Any) -> Any:
+                    parent: Any = super()
+                    return parent.client(service_name, *args, **self._defaults(service_name, kwargs))
+
+                def resource(self, service_name: str, *args: Any, **kwargs: Any) -> Any:
+                    parent: Any = super()
+                    return parent.resource(service_name, *args, **self._defaults(service_name, kwargs))
+
+            cls.cls = ControlPlaneSession
+        return cls.cls(endpoint_url, **kwargs)
+
+
+class ControlPlane:
+    """moto's server on 127.0.0.1 with the SageMaker behaviour moto lacks.
+
+    Parameters:
+        region: the region of the sessions :meth:`boto3_session` hands out.
+        transition_delay: seconds an endpoint stays ``Creating``/``Updating`` before its hooks run and it
+            becomes ``InService`` (or ``Failed``).
+        wsgi_middleware: wraps moto's whole WSGI application (e.g. to answer ``InvokeEndpoint`` in front
+            of moto's canned route); it receives moto's app and returns the app to serve.
+
+    Attributes:
+        url: ``http://127.0.0.1:<port>`` once started.
+        account_id: the account this plane's credentials map to in moto.
+        on_in_service: ``hook(endpoint_name, description)`` called before an endpoint becomes
+            ``InService`` after a create or an update. ``description`` is a DescribeEndpoint-like dict for
+            the config being brought into service: ``ProductionVariants`` (config variants merged with
+            the endpoint's counts), ``EndpointConfigName``, ``EndpointConfig``, ``Models`` (name →
+            DescribeModel) and ``Model`` (the first variant's model). If a hook raises, a create goes to
+            ``Failed`` and an update is rolled back; either way ``FailureReason`` is ``str(exc)``.
+        on_deleted: ``hook(endpoint_name)`` called in the DeleteEndpoint request (after the endpoint is
+            gone); exceptions are logged, not returned to the caller.
+
+    Raises:
+        LocalStackError: from :meth:`start`, when moto's server cannot start.
+
+    Example::
+
+        with ControlPlane() as plane:
+            sm = plane.boto3_session().client("sagemaker")
+            sm.list_endpoints()
+    """
+
+    def __init__(
+        self,
+        *,
+        region: str = "us-east-1",
+        transition_delay: float = 0.0,
+        wsgi_middleware: Callable[[WSGIApplication], WSGIApplication] | None = None,
+    ) -> None:
+        if transition_delay < 0:
+            raise ValueError(f"transition_delay must be >= 0, got {transition_delay}")
+        self.region = region
+        self.transition_delay = float(transition_delay)
+        self.wsgi_middleware = wsgi_middleware
+        self.on_in_service: list[InServiceHook] = []
+        self.on_deleted: list[DeletedHook] = []
+        self.url = ""
+        self.account_id = ""
+        self._credentials: dict[str, str] = {}
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._generation = itertools.count(1)
+        self._current: dict[str, int] = {}  # endpoint name -> generation of its pending transition
+        self._timers: set[threading.Timer] = set()
+        self._failures: dict[str, str] = {}
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start moto's server on 127.0.0.1 (a free port) and take an account of this plane's own."""
+        if self._server is not None:
+            return
+        from mme_triton.errors import LocalStackError
+
+        try:
+            from moto.moto_server.werkzeug_app import (
+                DomainDispatcherApplication,
+                MotoRequestHandler,
+                create_backend_app,
+            )
+            from werkzeug.serving import make_server
+        except ImportError as exc:  # pragma: no cover - depends on the installed extras
+            raise LocalStackError(
+                "the control plane needs moto's server: pip install 'mme-triton[local]'"
+            ) from exc
+
+        class QuietRequestHandler(MotoRequestHandler):
+            # werkzeug would install a stderr handler on its logger and print every request.
+            def log(self, type: str, message: str, *args: Any) -> None:
+                logger.debug("moto: " + message, *args)
+
+        _install_patches()
+        app: Any = DomainDispatcherApplication(create_backend_app)
+        if self.wsgi_middleware is not None:
+            app = self.wsgi_middleware(app)
+        try:
+            server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=QuietRequestHandler)
+        except OSError as exc:
+            raise LocalStackError(f"cannot start moto's server on 127.0.0.1: {exc}") from exc
+        self._server = server
+        self.url = f"http://127.0.0.1:{server.server_port}"
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="mme-triton-moto", daemon=True
+        )
+        self._thread.start()
+        try:
+            self._take_account()
+        except Exception:
+            self.stop()
+            raise
+        logger.info("control plane on %s (account %s)", self.url, self.account_id)
+
+    def _take_account(self) -> None:
+        import boto3
+
+        self.account_id = str(100_000_000_000 + secrets.randbelow(899_999_999_999))
+        bootstrap = boto3.Session(
+            aws_access_key_id="mme-triton-bootstrap",
+            aws_secret_access_key="mme-triton-bootstrap",
+            region_name=self.region,
+        ).client("sts", endpoint_url=self.url)
+        answer = bootstrap.assume_role(
+            RoleArn=f"arn:aws:iam::{self.account_id}:role/mme-triton-control-plane",
+            RoleSessionName="mme-triton",
+        )
+        creds = answer["Credentials"]
+        self._credentials = {
+            "aws_access_key_id": creds["AccessKeyId"],
+            "aws_secret_access_key": creds["SecretAccessKey"],
+            "aws_session_token": creds["SessionToken"],
+        }
+        with _registry_lock:
+            _planes[self.account_id] = self
+
+    def stop(self) -> None:
+        """Stop the server and the pending transitions, and drop this plane's account from moto."""
+        with self._lock:
+            timers = list(self._timers)
+            self._timers.clear()
+            self._current.clear()
+        for timer in timers:
+            timer.cancel()
+        for timer in timers:
+            if timer is not threading.current_thread():
+                timer.join(timeout=30)  # a hook that is running finishes first
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._server = None
+        self._thread = None
+        if self.account_id:
+            with _registry_lock:
+                if _planes.get(self.account_id) is self:
+                    del _planes[self.account_id]
+            self._forget_account()
+
+    def _forget_account(self) -> None:
+        """Drop this plane's account from moto's process-global backends (frees the memory it holds)."""
+        try:
+            from moto.backends import get_backend
+            from moto.s3.models import FakeKey, s3_backends
+        except ImportError:  # pragma: no cover
+            return
+        # S3 bucket names are one namespace across accounts: release ours, close the keys' temp files.
+        if self.account_id in s3_backends:
+            for backend in dict.__getitem__(s3_backends, self.account_id).values():
+                for bucket in list(backend.buckets.values()):
+                    for key in bucket.keys.values():
+                        if isinstance(key, FakeKey):
+                            key.dispose()
+                    for part in bucket.multiparts.values():
+                        part.dispose()
+                    s3_backends.bucket_accounts.pop(bucket.name, None)
+        for service in ("s3", "sagemaker", "applicationautoscaling", "cloudwatch", "sts", "iam"):
+            try:
+                get_backend(service).pop(self.account_id, None)
+            except Exception as exc:
+                logger.debug("could not drop moto state of %s: %s", service, exc)
+
+    def __enter__(self) -> ControlPlane:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- clients ---------------------------------------------------------------------------------
+
+    def boto3_session(self) -> boto3.Session:
+        """A boto3 session whose clients default to this plane (credentials, region, endpoint URL).
+
+        The process environment is not touched: other sessions keep reaching whatever they reached.
+        S3 clients default to path-style addressing.
+        """
+        if not self.url:
+            raise RuntimeError("start() the ControlPlane first")
+        return _EndpointSession.make(self.url, region_name=self.region, **self._credentials)
+
+    def client(self, service_name: str, *, config: Config | None = None) -> Any:
+        """A client for ``service_name`` on this plane (shorthand for ``boto3_session().client``)."""
+        session: Any = self.boto3_session()
+        return session.client(service_name, config=config)
+
+    def fail_next(self, endpoint_name: str, reason: str) -> None:
+        """Make the next transition of ``endpoint_name`` fail with ``FailureReason = reason``."""
+        with self._lock:
+            self._failures[endpoint_name] = reason
+
+    # -- transitions (called from the patched moto backend) ---------------------------------------
+
+    def _schedule(self, backend: Any, endpoint_name: str, endpoint_config_name: str, *, update: bool) -> None:
+        with self._lock:
+            generation = next(self._generation)
+            self._current[endpoint_name] = generation
+            timer = threading.Timer(
+                self.transition_delay,
+                self._transition,
+                args=(backend, endpoint_name, endpoint_config_name, generation, update),
+            )
+            timer.daemon = True
+            timer.name = f"mme-triton-transition-{endpoint_name}"
+            self._timers.add(timer)
+        timer.start()
+
+    def _is_current(self, backend: Any, endpoint_name: str, generation: int) -> bool:
+        with self._lock:
+            current = self._current.get(endpoint_name) == generation
+        return current and endpoint_name in backend.endpoints
+
+    def _transition(
+        self, backend: Any, endpoint_name: str, endpoint_config_name: str, generation: int, update: bool
+    ) -> None:
+        try:
+            self._run_transition(backend, endpoint_name, endpoint_config_name, generation, update)
+        finally:
+            with self._lock:
+                self._timers.discard(threading.current_thread())
+
+    def _run_transition(
+        self, backend: Any, endpoint_name: str, endpoint_config_name: str, generation: int, update: bool
+    ) -> None:
+        if not self._is_current(backend, endpoint_name, generation):
+            return
+        with self._lock:
+            reason = self._failures.pop(endpoint_name, None)
+        if reason is None:
+            try:
+                description = _describe_for_hooks(backend, endpoint_name, endpoint_config_name)
+                for hook in list(self.on_in_service):
+                    hook(endpoint_name, description)
+            except Exception as exc:
+                logger.info("endpoint %s: transition failed: %s", endpoint_name, exc)
+                reason = str(exc) or type(exc).__name__
+        if not self._is_current(backend, endpoint_name, generation):
+            # Deleted (or updated again) while the hooks ran: let on_deleted undo what they did.
+            if endpoint_name not in backend.endpoints:
+                self._run_deleted_hooks(endpoint_name)
+            return
+        endpoint = backend.endpoints[endpoint_name]
+        with self._lock:
+            self._current.pop(endpoint_name, None)
+        if update and reason is None and endpoint_config_name in backend.endpoint_configs:
+            _switch_config(backend, endpoint, endpoint_config_name)
+        elif update:
+            endpoint.endpoint_status = "InService"
+            endpoint.failure_reason = reason or "the endpoint configuration no longer exists"
+            endpoint.last_modified_time = _utcnow()
+        else:
+            endpoint.endpoint_status = "Failed" if reason is not None else "InService"
+            endpoint.failure_reason = reason
+            endpoint.last_modified_time = _utcnow()
+
+    def _endpoint_deleted(self, endpoint_name: str) -> None:
+        with self._lock:
+            self._current.pop(endpoint_name, None)
+            self._failures.pop(endpoint_name, None)
+        self._run_deleted_hooks(endpoint_name)
+
+    def _run_deleted_hooks(self, endpoint_name: str) -> None:
+        for hook in list(self.on_deleted):
+            try:
+                hook(endpoint_name)
+            except Exception:
+                logger.exception("on_deleted hook failed for endpoint %s", endpoint_name)

@@ -1,0 +1,405 @@
+"""deploy_mme() against the ControlPlane: happy path, idempotence, updates, failures and rollback."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from mme_triton.endpoint import AutoScaling, Endpoint, TritonEnvironment, deploy_mme
+from mme_triton.errors import DeploymentError, DeploymentTimeoutError, EndpointFailedError
+
+pytestmark = pytest.mark.local
+
+
+def _calls(client: Any) -> list[str]:
+    """Record the operation names a real client sends from now on."""
+    names: list[str] = []
+    client.meta.events.register("before-call.*.*", lambda model, **_: names.append(model.name))
+    return names
+
+
+def _fail_on(client: Any, operation: str, service: str = "sagemaker") -> None:
+    """Make the real client raise before sending ``operation`` (a failure injected at the client)."""
+
+    def boom(**_: Any) -> None:
+        raise RuntimeError(f"injected failure at {operation}")
+
+    client.meta.events.register(f"before-call.{service}.{operation}", boom)
+
+
+def test_deploy_mme_creates_in_service_multi_model_endpoint(
+    deploy_kwargs: dict[str, Any], model_data_url: str, sm: Any, inventory: Callable[[], Any]
+) -> None:
+    endpoint = deploy_mme(
+        "my-mme",
+        model_data_url,
+        environment=TritonEnvironment(shm_default_byte_size=32 * 1024 * 1024),
+        model_cache="Disabled",
+        tags={"team": "search"},
+        **deploy_kwargs,
+    )
+    assert isinstance(endpoint, Endpoint)
+    assert (endpoint.name, endpoint.status, endpoint.region) == ("my-mme", "InService", "us-east-1")
+    assert endpoint.model_data_url == model_data_url
+    assert inventory()["endpoints"] == ["my-mme"]
+    assert inventory()["configs"] == [endpoint.endpoint_config_name]
+    assert inventory()["models"] == [endpoint.model_name]
+
+    container = sm.describe_model(ModelName=endpoint.model_name)["PrimaryContainer"]
+    assert container["Mode"] == "MultiModel"
+    assert container["ModelDataUrl"] == model_data_url
+    assert container["Environment"] == {"SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": "33554432"}
+    assert container["MultiModelConfig"] == {"ModelCacheSetting": "Disabled"}
+    assert (
+        container["Image"] == "763104351884.dkr.ecr.us-east-1.amazonaws.com/sagemaker-tritonserver:24.09-py3"
+    )
+
+    variant = sm.describe_endpoint_config(EndpointConfigName=endpoint.endpoint_config_name)[
+        "ProductionVariants"
+    ][0]
+    assert (variant["InstanceType"], variant["InitialInstanceCount"], variant["ModelName"]) == (
+        "ml.g5.xlarge",
+        1,
+        endpoint.model_name,
+    )
+    for arn in (
+        endpoint.arn,
+        sm.describe_endpoint_config(EndpointConfigName=endpoint.endpoint_config_name)["EndpointConfigArn"],
+        sm.describe_model(ModelName=endpoint.model_name)["ModelArn"],
+    ):
+        tags = {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=arn)["Tags"]}
+        assert tags["mme-triton:managed"] == "true"
+        assert tags["mme-triton:endpoint"] == "my-mme"
+        assert tags["team"] == "search"
+        assert "mme-triton:created-at" in tags
+
+
+def test_deploy_mme_cpu_instance_gets_cpu_image(
+    deploy_kwargs: dict[str, Any], model_data_url: str, sm: Any
+) -> None:
+    endpoint = deploy_mme("cpu-mme", model_data_url, **{**deploy_kwargs, "instance_type": "ml.c5.xlarge"})
+    image = sm.describe_model(ModelName=endpoint.model_name)["PrimaryContainer"]["Image"]
+    assert image.endswith("sagemaker-tritonserver:24.09-py3-cpu")
+
+
+def test_deploy_mme_rerun_with_same_settings_changes_nothing(
+    deploy_kwargs: dict[str, Any], model_data_url: str, session: Any, inventory: Callable[[], Any]
+) -> None:
+    first = deploy_mme(
+        "my-mme", model_data_url, environment={"SAGEMAKER_TRITON_LOG_VERBOSE": "0"}, **deploy_kwargs
+    )
+    before = inventory()
+    sagemaker = session.client("sagemaker")
+    calls = _calls(sagemaker)
+    second = deploy_mme(
+        "my-mme",
+        model_data_url,
+        environment={"SAGEMAKER_TRITON_LOG_VERBOSE": "0"},
+        **{**deploy_kwargs, "sagemaker_client": sagemaker},
+    )
+    assert inventory() == before
+    assert (second.endpoint_config_name, second.model_name) == (first.endpoint_config_name, first.model_name)
+    assert not [c for c in calls if c.startswith(("Create", "Update", "Delete"))]
+
+
+def test_deploy_mme_changed_settings_update_endpoint_to_new_config(
+    deploy_kwargs: dict[str, Any], model_data_url: str, session: Any, sm: Any, inventory: Callable[[], Any]
+) -> None:
+    first = deploy_mme("my-mme", model_data_url, **deploy_kwargs)
+    sagemaker = session.client("sagemaker")
+    calls = _calls(sagemaker)
+    second = deploy_mme(
+        "my-mme",
+        model_data_url,
+        instance_count=2,
+        environment=TritonEnvironment(log_verbose=0),
+        **{**deploy_kwargs, "sagemaker_client": sagemaker},
+    )
+    assert "UpdateEndpoint" in calls and "CreateEndpoint" not in calls
+    assert second.endpoint_config_name != first.endpoint_config_name
+    assert second.model_name != first.model_name
+    description = sm.describe_endpoint(EndpointName="my-mme")
+    assert (description["EndpointStatus"], description["EndpointConfigName"]) == (
+        "InService",
+        second.endpoint_config_name,
+    )
+    assert description["ProductionVariants"][0]["CurrentInstanceCount"] == 2
+    # The superseded config and model were removed once the update was in service.
+    assert inventory()["configs"] == [second.endpoint_config_name]
+    assert inventory()["models"] == [second.model_name]
+
+
+def test_deploy_mme_only_instance_count_changed_keeps_model(
+    deploy_kwargs: dict[str, Any], model_data_url: str, inventory: Callable[[], Any]
+) -> None:
+    first = deploy_mme("my-mme", model_data_url, **deploy_kwargs)
+    second = deploy_mme("my-mme", model_data_url, instance_count=3, **deploy_kwargs)
+    assert second.model_name == first.model_name
+    assert second.endpoint_config_name != first.endpoint_config_name
+    assert inventory()["models"] == [first.model_name]
+
+
+def test_deploy_mme_failed_endpoint_raises_reason_and_leaves_nothing(
+    plane: Any, deploy_kwargs: dict[str, Any], model_data_url: str, nothing: Any, inventory: Callable[[], Any]
+) -> None:
+    plane.fail_next("my-mme", "Ping failed: the container did not start")
+    with pytest.raises(EndpointFailedError) as caught:
+        deploy_mme("my-mme", model_data_url, **deploy_kwargs)
+    assert caught.value.failure_reason == "Ping failed: the container did not start"
+    assert caught.value.endpoint_name == "my-mme"
+    assert inventory() == nothing
+
+
+def test_deploy_mme_failed_update_keeps_old_config_and_removes_new_one(
+    plane: Any, deploy_kwargs: dict[str, Any], model_data_url: str, sm: Any, inventory: Callable[[], Any]
+) -> None:
+    first = deploy_mme("my-mme", model_data_url, **deploy_kwargs)
+    before = inventory()
+    plane.fail_next("my-mme", "model load failed")
+    with pytest.raises(EndpointFailedError, match="model load failed"):
+        deploy_mme(
+            "my-mme", model_data_url, environment={"SAGEMAKER_TRITON_LOG_VERBOSE": "3"}, **deploy_kwargs
+        )
+    assert inventory() == before
+    assert sm.describe_endpoint(EndpointName="my-mme")["EndpointConfigName"] == first.endpoint_config_name
+
+
+@pytest.mark.parametrize(
+    ("service", "operation"),
+    [
+        pytest.param("sagemaker", "CreateModel", id="create-model"),
+        pytest.param("sagemaker", "CreateEndpointConfig", id="create-endpoint-config"),
+        pytest.param("sagemaker", "CreateEndpoint", id="create-endpoint"),
+        pytest.param("sagemaker", "DescribeEndpoint", id="wait"),
+        pytest.param("application-autoscaling", "RegisterScalableTarget", id="register-scalable-target"),
+        pytest.param("application-autoscaling", "PutScalingPolicy", id="put-scaling-policy"),
+    ],
+)
+def test_deploy_mme_failure_at_each_step_rolls_back_everything(
+    deploy_kwargs: dict[str, Any],
+    model_data_url: str,
+    session: Any,
+    nothing: Any,
+    inventory: Callable[[], Any],
+    service: str,
+    operation: str,
+) -> None:
+    sagemaker = session.client("sagemaker")
+    autoscaling = session.client("application-autoscaling")
+    if operation == "DescribeEndpoint":
+        # Let the existence check through, fail while waiting for InService.
+        seen: list[int] = []
+
+        def fail_second(**_: Any) -> None:
+            seen.append(1)
+            if len(seen) > 1:
+                raise RuntimeError("injected failure at DescribeEndpoint")
+
+        sagemaker.meta.events.register("before-call.sagemaker.DescribeEndpoint", fail_second)
+    else:
+        _fail_on(sagemaker if service == "sagemaker" else autoscaling, operation, service)
+    with pytest.raises(DeploymentError, match=f"injected failure at {operation}") as caught:
+        deploy_mme(
+            "my-mme",
+            model_data_url,
+            autoscaling=AutoScaling(min_capacity=1, max_capacity=2, target_invocations_per_instance=100),
+            **{**deploy_kwargs, "sagemaker_client": sagemaker, "autoscaling_client": autoscaling},
+        )
+    assert isinstance(caught.value.__cause__, RuntimeError)
+    assert inventory() == nothing
+
+
+def test_deploy_mme_timeout_rolls_back(
+    plane: Any, deploy_kwargs: dict[str, Any], model_data_url: str, nothing: Any, inventory: Callable[[], Any]
+) -> None:
+    plane.transition_delay = 30
+    with pytest.raises(DeploymentTimeoutError, match="still Creating"):
+        deploy_mme("my-mme", model_data_url, **{**deploy_kwargs, "timeout": 0.3})
+    assert inventory() == nothing
+
+
+def test_deploy_mme_registers_autoscaling(
+    deploy_kwargs: dict[str, Any], model_data_url: str, aas: Any
+) -> None:
+    scaling = AutoScaling(
+        min_capacity=1, max_capacity=4, target_invocations_per_instance=250, scale_in_cooldown=600
+    )
+    deploy_mme("my-mme", model_data_url, autoscaling=scaling, **deploy_kwargs)
+    [target] = aas.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"]
+    assert (target["ResourceId"], target["MinCapacity"], target["MaxCapacity"]) == (
+        "endpoint/my-mme/variant/AllTraffic",
+        1,
+        4,
+    )
+    [policy] = aas.describe_scaling_policies(ServiceNamespace="sagemaker")["ScalingPolicies"]
+    config = policy["TargetTrackingScalingPolicyConfiguration"]
+    assert policy["PolicyType"] == "TargetTrackingScaling"
+    assert config["TargetValue"] == 250
+    assert (
+        config["PredefinedMetricSpecification"]["PredefinedMetricType"]
+        == "SageMakerVariantInvocationsPerInstance"
+    )
+    assert (config["ScaleInCooldown"], config["ScaleOutCooldown"]) == (600, 60)
+
+
+def test_deploy_mme_without_autoscaling_removes_earlier_registration(
+    deploy_kwargs: dict[str, Any], model_data_url: str, aas: Any
+) -> None:
+    scaling = AutoScaling(min_capacity=1, max_capacity=2, target_invocations_per_instance=100)
+    deploy_mme("my-mme", model_data_url, autoscaling=scaling, **deploy_kwargs)
+    deploy_mme("my-mme", model_data_url, **deploy_kwargs)
+    assert aas.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"] == []
+
+
+def test_deploy_mme_wait_false_returns_creating_handle(
+    plane: Any, deploy_kwargs: dict[str, Any], model_data_url: str
+) -> None:
+    plane.transition_delay = 0.3
+    endpoint = deploy_mme("my-mme", model_data_url, wait=False, **deploy_kwargs)
+    assert endpoint.status == "Creating"
+    assert endpoint.wait(poll_interval=0.05, timeout=10).status == "InService"
+    assert endpoint.refresh().status == "InService"
+
+
+def test_deploy_mme_reports_progress(deploy_kwargs: dict[str, Any], model_data_url: str) -> None:
+    stages: list[str] = []
+    deploy_mme("my-mme", model_data_url, progress=lambda stage, detail: stages.append(stage), **deploy_kwargs)
+    assert stages[:3] == ["create-model", "create-endpoint-config", "create-endpoint"]
+    assert "wait" in stages
+    assert stages[-1] == "done"
+
+
+def test_deploy_mme_refuses_endpoint_it_did_not_create(
+    deploy_kwargs: dict[str, Any], model_data_url: str, sm: Any, inventory: Callable[[], Any]
+) -> None:
+    container = {"Image": "img", "Mode": "MultiModel", "ModelDataUrl": model_data_url}
+    sm.create_model(ModelName="theirs", ExecutionRoleArn=deploy_kwargs["role"], PrimaryContainer=container)
+    variant = {
+        "VariantName": "AllTraffic",
+        "ModelName": "theirs",
+        "InstanceType": "ml.g5.xlarge",
+        "InitialInstanceCount": 1,
+    }
+    sm.create_endpoint_config(EndpointConfigName="theirs", ProductionVariants=[variant])
+    sm.create_endpoint(EndpointName="theirs", EndpointConfigName="theirs")
+    before = inventory()
+    with pytest.raises(DeploymentError, match="not created by mme_triton"):
+        deploy_mme("theirs", model_data_url, **deploy_kwargs)
+    assert inventory() == before
+
+
+ROLE = "arn:aws:iam::123456789012:role/SageMakerExecution"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        pytest.param({"role": "SageMakerExecution"}, "not an IAM role ARN", id="role-name-not-arn"),
+        pytest.param({"role": "arn:aws:iam::12345:role/x"}, "not an IAM role ARN", id="role-short-account"),
+        pytest.param({"role": "arn:aws:iam::123456789012:user/x"}, "not an IAM role ARN", id="user-not-role"),
+        pytest.param({"endpoint_name": "-starts-with-hyphen"}, "endpoint name", id="leading-hyphen"),
+        pytest.param({"endpoint_name": "under_score"}, "endpoint name", id="underscore"),
+        pytest.param({"endpoint_name": "x" * 64}, "endpoint name", id="64-chars"),
+        pytest.param({"endpoint_name": ""}, "endpoint name", id="empty"),
+        pytest.param({"instance_type": "ml.g5.12xlarge"}, "single-GPU instances only", id="multi-gpu-g5"),
+        pytest.param({"instance_type": "ml.p3.8xlarge"}, "single-GPU instances only", id="multi-gpu-p3"),
+        pytest.param({"instance_type": "ml.inf2.xlarge"}, "no SageMaker Triton image", id="inferentia"),
+        pytest.param({"instance_type": "ml.g5.xlarg"}, "did you mean ml.g5.xlarge", id="typo"),
+        pytest.param({"environment": {"BIG": "x" * 1025}}, "1025 bytes", id="env-value-too-long"),
+        pytest.param(
+            {"environment": {f"K{i:03d}": "v" * 1020 for i in range(33)}}, "32 KB", id="env-over-32kb"
+        ),
+        pytest.param({"environment": {"SAGEMAKER_TRITON_SHM_SIZE": "1"}}, "unknown Triton", id="env-unknown"),
+        pytest.param({"model_cache": "enabled"}, "model_cache", id="model-cache-case"),
+        pytest.param({"instance_count": 0}, "instance_count", id="no-instances"),
+        pytest.param({"tags": {"mme-triton:managed": "false"}}, "reserved", id="reserved-tag"),
+        pytest.param({"tags": {"aws:x": "1"}}, "reserved", id="aws-tag"),
+        pytest.param({"variant_name": "All Traffic"}, "variant name", id="variant-name"),
+        pytest.param(
+            {"models": ["repo/a", "other/a"]}, "several models would be uploaded as a.tar.gz", id="dup-models"
+        ),
+        pytest.param(
+            {"vpc_config": {"SecurityGroupIds": [], "Subnets": ["subnet-1"]}}, "SecurityGroupIds", id="vpc"
+        ),
+        pytest.param({"triton_version": "19.01"}, "known versions", id="unknown-version"),
+        pytest.param(
+            {"autoscaling": AutoScaling(min_capacity=2, max_capacity=3, target_invocations_per_instance=1)},
+            "outside autoscaling",
+            id="count-outside-autoscaling",
+        ),
+    ],
+)
+def test_deploy_mme_rejects_what_aws_refuses_before_any_call(
+    deploy_kwargs: dict[str, Any],
+    model_data_url: str,
+    session: Any,
+    overrides: dict[str, Any],
+    message: str,
+) -> None:
+    sagemaker = session.client("sagemaker")
+    calls = _calls(sagemaker)
+    kwargs: dict[str, Any] = {**deploy_kwargs, "sagemaker_client": sagemaker}
+    name = overrides.pop("endpoint_name", "my-mme")
+    kwargs.update(overrides)
+    with pytest.raises(ValueError, match=message):
+        deploy_mme(name, model_data_url, **kwargs)
+    assert calls == []
+
+
+def test_deploy_mme_rejects_bad_model_data_url(deploy_kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        deploy_mme("my-mme", "https://bucket/prefix", **deploy_kwargs)
+
+
+def test_endpoint_client_is_a_ready_mme_client(deploy_kwargs: dict[str, Any], model_data_url: str) -> None:
+    from mme_triton.client.client import MMEClient
+
+    endpoint = deploy_mme("my-mme", model_data_url, **deploy_kwargs)
+    client = endpoint.client()
+    assert isinstance(client, MMEClient)
+
+
+def _echo_model(root: Any, name: str = "echo") -> Any:
+    model = root / name
+    (model / "1").mkdir(parents=True)
+    (model / "config.pbtxt").write_text(
+        f'name: "{name}"\nbackend: "python"\nmax_batch_size: 0\n'
+        'input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ 4 ] } ]\n'
+        'output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 4 ] } ]\n'
+    )
+    (model / "1" / "model.py").write_text(
+        "class TritonPythonModel:\n    def execute(self, requests):\n        return []\n"
+    )
+    return model
+
+
+def test_deploy_mme_uploads_models_under_the_prefix_first(
+    deploy_kwargs: dict[str, Any], model_data_url: str, s3: Any, tmp_path: Any
+) -> None:
+    from mme_triton.artifact.s3 import list_models
+
+    models = [_echo_model(tmp_path, "echo"), _echo_model(tmp_path, "echo2")]
+    endpoint = deploy_mme("my-mme", model_data_url, models=models, **deploy_kwargs)
+    assert endpoint.status == "InService"
+    assert list_models(model_data_url, s3_client=s3) == ["echo.tar.gz", "echo2.tar.gz"]
+    # Running again finds the same content already there and changes nothing.
+    again = deploy_mme("my-mme", model_data_url, models=models, **deploy_kwargs)
+    assert again.endpoint_config_name == endpoint.endpoint_config_name
+
+
+def test_deploy_mme_leaves_autoscaling_it_did_not_make(
+    deploy_kwargs: dict[str, Any], model_data_url: str, aas: Any
+) -> None:
+    deploy_mme("my-mme", model_data_url, **deploy_kwargs)
+    aas.register_scalable_target(
+        ServiceNamespace="sagemaker",
+        ResourceId="endpoint/my-mme/variant/AllTraffic",
+        ScalableDimension="sagemaker:variant:DesiredInstanceCount",
+        MinCapacity=1,
+        MaxCapacity=5,
+    )
+    deploy_mme("my-mme", model_data_url, instance_count=2, **deploy_kwargs)
+    [target] = aas.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"]
+    assert target["MaxCapacity"] == 5

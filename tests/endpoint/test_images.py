@@ -1,0 +1,112 @@
+"""Triton image URIs: the published accounts, -cpu images, China partitions, clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from mme_triton.endpoint.images import TRITON_VERSIONS, triton_image_uri
+
+# Expected URIs as SageMaker publishes them (SDK image URI config / DLC available-images list).
+KNOWN = [
+    pytest.param(
+        "us-east-1",
+        "24.09",
+        None,
+        "763104351884.dkr.ecr.us-east-1.amazonaws.com/sagemaker-tritonserver:24.09-py3",
+        id="dlc-us-east-1",
+    ),
+    pytest.param(
+        "af-south-1",
+        "23.12",
+        None,
+        "626614931356.dkr.ecr.af-south-1.amazonaws.com/sagemaker-tritonserver:23.12-py3",
+        id="dlc-opt-in-region",
+    ),
+    pytest.param(
+        "us-east-1",
+        "22.12",
+        None,
+        "785573368785.dkr.ecr.us-east-1.amazonaws.com/sagemaker-tritonserver:22.12-py3",
+        id="legacy-us-east-1",
+    ),
+    pytest.param(
+        "us-west-2",
+        "23.02",
+        "ml.c5.xlarge",
+        "301217895009.dkr.ecr.us-west-2.amazonaws.com/sagemaker-tritonserver:23.02-py3-cpu",
+        id="legacy-cpu",
+    ),
+    pytest.param(
+        "eu-west-1",
+        "24.05",
+        "ml.m5.large",
+        "763104351884.dkr.ecr.eu-west-1.amazonaws.com/sagemaker-tritonserver:24.05-py3-cpu",
+        id="dlc-cpu",
+    ),
+    pytest.param(
+        "eu-west-1",
+        "24.05",
+        "ml.g5.xlarge",
+        "763104351884.dkr.ecr.eu-west-1.amazonaws.com/sagemaker-tritonserver:24.05-py3",
+        id="gpu-instance",
+    ),
+    pytest.param(
+        "cn-north-1",
+        "24.09",
+        None,
+        "727897471807.dkr.ecr.cn-north-1.amazonaws.com.cn/sagemaker-tritonserver:24.09-py3",
+        id="china-dlc",
+    ),
+    pytest.param(
+        "cn-northwest-1",
+        "22.07",
+        None,
+        "474822919863.dkr.ecr.cn-northwest-1.amazonaws.com.cn/sagemaker-tritonserver:22.07-py3",
+        id="china-legacy",
+    ),
+    pytest.param(
+        "ap-southeast-6",
+        "25.09",
+        None,
+        "633930458069.dkr.ecr.ap-southeast-6.amazonaws.com/sagemaker-tritonserver:25.09-py3",
+        id="newest-region",
+    ),
+]
+
+
+@pytest.mark.parametrize(("region", "version", "instance_type", "expected"), KNOWN)
+def test_triton_image_uri_matches_published_uri(
+    region: str, version: str, instance_type: str | None, expected: str
+) -> None:
+    assert triton_image_uri(region, version=version, instance_type=instance_type) == expected
+
+
+def test_triton_image_uri_cpu_flag_wins_over_instance_type() -> None:
+    assert triton_image_uri("us-east-1", version="24.09", instance_type="ml.g5.xlarge", cpu=True).endswith(
+        ":24.09-py3-cpu"
+    )
+    assert triton_image_uri("us-east-1", version="24.09", instance_type="ml.c5.xlarge", cpu=False).endswith(
+        ":24.09-py3"
+    )
+
+
+def test_triton_image_uri_covers_every_release_before_and_after_2312() -> None:
+    for version in ("21.08", "22.05", "23.10", "23.12", "24.01", "24.03", "25.04"):
+        assert version in TRITON_VERSIONS
+    assert "22.06" not in TRITON_VERSIONS  # never published for SageMaker
+
+
+@pytest.mark.parametrize(
+    ("region", "version", "message"),
+    [
+        pytest.param("us-east-1", "24.02", "known versions: 21.08", id="unknown-version"),
+        pytest.param("xx-nowhere-1", "24.09", "regions with Triton 24.09: af-south-1", id="unknown-region"),
+        pytest.param("cn-north-1", "25.09", "versions published there:", id="not-in-china-any-more"),
+        pytest.param(
+            "ca-west-1", "22.12", "versions published there: 23.12", id="region-too-new-for-release"
+        ),
+    ],
+)
+def test_triton_image_uri_rejects_unpublished_combinations(region: str, version: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        triton_image_uri(region, version=version)
