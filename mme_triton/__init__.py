@@ -32,8 +32,9 @@ from mme_triton.errors import (
 )
 
 if TYPE_CHECKING:
+    from mme_triton.artifact.digest import content_digest
     from mme_triton.artifact.package import Artifact, package_model
-    from mme_triton.artifact.s3 import list_models, remove_model, upload_models
+    from mme_triton.artifact.s3 import UploadedArtifact, list_models, remove_model, upload_models
     from mme_triton.client.client import MMEClient
     from mme_triton.client.codec import (
         InferInput,
@@ -46,14 +47,20 @@ if TYPE_CHECKING:
     from mme_triton.endpoint.images import triton_image_uri
     from mme_triton.endpoint.teardown import TeardownReport, sweep, teardown
     from mme_triton.model.problems import Problem
-    from mme_triton.model.validate import validate_model
+    from mme_triton.model.repository import TritonModel, load_model
+    from mme_triton.model.validate import validate_model, validate_repository
 
 __version__ = "0.1.0"
 
 # name -> module that defines it; resolved lazily by __getattr__ below.
 _LAZY: dict[str, str] = {
     "validate_model": "mme_triton.model.validate",
+    "validate_repository": "mme_triton.model.validate",
+    "load_model": "mme_triton.model.repository",
+    "TritonModel": "mme_triton.model.repository",
     "Problem": "mme_triton.model.problems",
+    "content_digest": "mme_triton.artifact.digest",
+    "UploadedArtifact": "mme_triton.artifact.s3",
     "package_model": "mme_triton.artifact.package",
     "Artifact": "mme_triton.artifact.package",
     "upload_models": "mme_triton.artifact.s3",
@@ -102,12 +109,16 @@ __all__ = [
     "TeardownReport",
     "ThrottlingError",
     "TritonEnvironment",
+    "TritonModel",
     "UnsupportedPlatformError",
+    "UploadedArtifact",
     "__version__",
+    "content_digest",
     "decode_response",
     "deploy_mme",
     "encode_request",
     "list_models",
+    "load_model",
     "package_model",
     "remove_model",
     "sweep",
@@ -115,6 +126,7 @@ __all__ = [
     "triton_image_uri",
     "upload_models",
     "validate_model",
+    "validate_repository",
 ]
 
 

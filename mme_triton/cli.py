@@ -107,7 +107,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------------------------- package
 def _cmd_package(args: argparse.Namespace) -> int:
-    from mme_triton.artifact.package import package_model
+    from mme_triton.artifact.package import DEFAULT_COMPRESSLEVEL, package_model
 
     if args.name and len(args.paths) > 1:
         raise ValueError("--name applies to one model; give one path")
@@ -116,7 +116,7 @@ def _cmd_package(args: argparse.Namespace) -> int:
             path,
             args.output,
             name=args.name,
-            compresslevel=args.level,
+            compresslevel=DEFAULT_COMPRESSLEVEL if args.level is None else args.level,
             versioned=args.versioned,
             progress=None if args.quiet else _byte_bar(f"package {Path(path).name}"),
         )
@@ -257,7 +257,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", type=Path, default=None, help="output directory (default: cwd)")
     p.add_argument("--name", help="TargetModel name of the artifact (default: <directory>.tar.gz)")
     p.add_argument("--versioned", action="store_true", help="add a content-hash suffix to the name")
-    p.add_argument("--level", type=int, default=None, help="compression level")
+    p.add_argument("--level", type=int, default=None, help="compression level 0-9 (default: 1, fastest)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=_cmd_package)
 

@@ -1,0 +1,196 @@
+"""The command line, called through ``main(argv)``: exit codes, output, and the one-line error boundary."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tarfile
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from mme_triton.cli import _duration, main
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples" / "model_repository"
+FIXTURES = ROOT / "tests" / "model" / "fixtures"
+
+
+def test_cli_validate_examples_exit_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    paths = [str(EXAMPLES / name) for name in ("linear", "scale", "pipeline")]
+    assert main(["validate", *paths]) == 0
+    out = capsys.readouterr().out
+    for name in ("linear", "scale", "pipeline"):
+        assert f"{name}: ok (0 error(s), 0 warning(s))" in out
+
+
+def test_cli_validate_broken_config_names_file_line_and_field(capsys: pytest.CaptureFixture[str]) -> None:
+    model = next((FIXTURES / "config_unknown_field").iterdir())
+    assert main(["validate", str(model)]) == 1
+    out = capsys.readouterr().out
+    line = next(text for text in out.splitlines() if "config-unknown-field" in text)
+    # "<path>/config.pbtxt:<line>:<column>: error config-unknown-field: ..."
+    location = line.split(": error ")[0]
+    file_part, line_no, column = location.rsplit(":", 2)
+    assert file_part.endswith("config.pbtxt")
+    assert int(line_no) >= 1 and int(column) >= 1
+    assert "FAILED" in out
+
+
+def test_cli_validate_json_lists_problems(capsys: pytest.CaptureFixture[str]) -> None:
+    model = next((FIXTURES / "config_name_mismatch").iterdir())
+    assert main(["validate", "--json", str(model)]) == 0  # a warning only
+    report = json.loads(capsys.readouterr().out)
+    problems = report[str(model)]
+    assert [p["code"] for p in problems] == ["config-name-mismatch"]
+    assert problems[0]["severity"] == "warning"
+
+
+def test_cli_validate_strict_fails_on_warnings(capsys: pytest.CaptureFixture[str]) -> None:
+    model = next((FIXTURES / "config_name_mismatch").iterdir())
+    assert main(["validate", "--strict", str(model)]) == 1
+    assert "FAILED" in capsys.readouterr().out
+
+
+def test_cli_validate_missing_path_is_one_error_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main(["validate", str(tmp_path / "nope")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ")
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_cli_package_writes_the_artifact(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["package", "-q", "-o", str(tmp_path), str(EXAMPLES / "pipeline")]) == 0
+    out = capsys.readouterr().out
+    archive = tmp_path / "pipeline.tar.gz"
+    assert str(archive) in out
+    assert "TargetModel=pipeline.tar.gz" in out
+    with tarfile.open(archive) as tar:
+        tops = {member.name.split("/")[0] for member in tar.getmembers()}
+    assert tops == {"pipeline", "scale", "linear"}
+
+
+def test_cli_package_broken_model_fails_and_writes_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    model = next((FIXTURES / "config_syntax").iterdir())
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    assert main(["package", "-q", "-o", str(out_dir), str(model)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "config-syntax" in err
+    assert list(out_dir.iterdir()) == []
+
+
+def test_cli_package_name_with_several_models_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    args = [
+        "package",
+        "-q",
+        "-o",
+        str(tmp_path),
+        "--name",
+        "x.tar.gz",
+        str(EXAMPLES / "linear"),
+        str(EXAMPLES / "scale"),
+    ]
+    assert main(args) == 1
+    assert "--name applies to one model" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("30m", timedelta(minutes=30)),
+        ("12h", timedelta(hours=12)),
+        ("7d", timedelta(days=7)),
+        ("2", timedelta(hours=2)),
+    ],
+    ids=["minutes", "hours", "days", "bare-hours"],
+)
+def test_cli_duration_parses_units(text: str, expected: timedelta) -> None:
+    assert _duration(text) == expected
+
+
+def test_cli_unknown_duration_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["sweep", "--older-than", "soon"])
+    assert caught.value.code == 2
+    assert "not a duration" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------ against moto's server
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The control plane, reached the way another process reaches it: through AWS_* variables."""
+    from mme_triton.local.controlplane import ControlPlane
+
+    with ControlPlane() as plane:
+        credentials = plane.boto3_session().get_credentials()
+        assert credentials is not None
+        frozen = credentials.get_frozen_credentials()
+        monkeypatch.setenv("AWS_ENDPOINT_URL", plane.url)
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", frozen.access_key)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", frozen.secret_key)
+        if frozen.token:
+            monkeypatch.setenv("AWS_SESSION_TOKEN", frozen.token)
+        monkeypatch.setenv("AWS_DEFAULT_REGION", plane.region)
+        plane.client("s3").create_bucket(Bucket=f"cli-{plane.account_id}")
+        yield f"s3://cli-{plane.account_id}/models/"
+
+
+def test_cli_upload_list_remove_round_trip(
+    aws_env: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    model = tmp_path / "scale"
+    shutil.copytree(EXAMPLES / "scale", model)
+    assert main(["upload", "-q", aws_env, str(model)]) == 0
+    assert capsys.readouterr().out.strip() == f"{aws_env}scale.tar.gz"
+
+    assert main(["list", aws_env]) == 0
+    assert capsys.readouterr().out.split() == ["scale.tar.gz"]
+
+    # the same content again is fine; changed content under the same name is refused
+    assert main(["upload", "-q", aws_env, str(model)]) == 0
+    capsys.readouterr()
+    (model / "1" / "model.py").write_text((model / "1" / "model.py").read_text() + "\n# changed\n")
+    assert main(["upload", "-q", aws_env, str(model)]) == 1
+    assert "versioned" in capsys.readouterr().err
+
+    assert main(["remove", aws_env, "scale.tar.gz"]) == 0
+    assert "removed scale.tar.gz" in capsys.readouterr().out
+    assert main(["list", aws_env]) == 0
+    assert capsys.readouterr().out.strip() == ""
+
+
+def test_cli_deploy_and_teardown(aws_env: str, capsys: pytest.CaptureFixture[str]) -> None:
+    role = "arn:aws:iam::123456789012:role/SageMakerRole"
+    args = ["deploy", "cli-endpoint", aws_env, "--role", role, "--instance-type", "ml.c5.xlarge"]
+    assert main([*args, "--model", str(EXAMPLES / "linear"), "--env", "SAGEMAKER_TRITON_LOG_VERBOSE=1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("cli-endpoint  InService  arn:aws:sagemaker:")
+
+    assert main(["list", aws_env]) == 0
+    assert capsys.readouterr().out.split() == ["linear.tar.gz"]
+
+    assert main(["sweep", "--dry-run"]) == 0
+    assert "cli-endpoint" in capsys.readouterr().out
+
+    assert main(["teardown", "cli-endpoint"]) == 0
+    assert "cli-endpoint" in capsys.readouterr().out
+    assert main(["teardown", "cli-endpoint"]) == 0  # twice is fine
+
+
+def test_cli_deploy_bad_environment_is_one_error_line(
+    aws_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    role = "arn:aws:iam::123456789012:role/SageMakerRole"
+    args = ["deploy", "cli-bad", aws_env, "--role", role, "--instance-type", "ml.c5.xlarge"]
+    assert main([*args, "--env", "SAGEMAKER_TRITON_LOG_VERBOSTY=1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "SAGEMAKER_TRITON_LOG_VERBOSE" in err
