@@ -1,6 +1,11 @@
 """Codec throughput: mme_triton's encoder/decoder against tritonclient's and a plain numpy memcpy.
 
-Run: ``python benchmarks/codec.py`` (options: ``--size-mb``, ``--json-size-mb``, ``--repeat``).
+Run: ``python benchmarks/codec.py`` (options: ``--size-mb``, ``--json-size-mb``, ``--response-mb``,
+``--repeat``).
+
+JSON rows name the backend: ``simdjson`` decodes with pysimdjson (numeric data to numpy in C),
+``orjson`` with orjson, ``json`` with the standard library alone (encoding: orjson or ``json``).
+The JSON response is written the way Triton writes one (FP32 values as float64 text, flat ``data``).
 
 Every encode row produces the body a caller sends (bytes ready for ``invoke_endpoint``); every decode
 row ends with numpy arrays. MB/s are megabytes (10**6) of tensor data per second, best of the repeats.
@@ -56,6 +61,12 @@ def triton_json_response(array: np.ndarray[Any, Any]) -> tuple[bytes, str]:
     return bytes(body), content_type
 
 
+def check_decoded(decoded: np.ndarray[Any, Any], array: np.ndarray[Any, Any], who: str) -> None:
+    """A decode row counts only if it gave back exactly the tensor that was written."""
+    if decoded.dtype != array.dtype or decoded.shape != array.shape or not np.array_equal(decoded, array):
+        raise SystemExit(f"{who} did not decode the tensor that was written")
+
+
 def header_size(content_type: str) -> int | None:
     return int(content_type.rpartition("=")[2]) if "json-header-size" in content_type else None
 
@@ -64,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--size-mb", type=float, default=100.0, help="binary tensor size (default 100)")
     parser.add_argument("--json-size-mb", type=float, default=8.0, help="JSON tensor size (default 8)")
+    parser.add_argument(
+        "--response-mb", type=float, default=1.0, help="JSON response of InvokeEndpoint size (default 1)"
+    )
     parser.add_argument("--repeat", type=int, default=7, help="runs per measurement, best kept (default 7)")
     args = parser.parse_args(argv)
     repeat = max(1, args.repeat)
@@ -71,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(0)
     big = rng.standard_normal(int(args.size_mb * 1e6) // 4).astype(np.float32)
     small = rng.standard_normal(int(args.json_size_mb * 1e6) // 4).astype(np.float32)
+    response = rng.standard_normal(int(args.response_mb * 1e6) // 4).astype(np.float32)
 
     rows: list[tuple[str, float, float | None, float | None, float | None]] = []
 
@@ -97,43 +112,45 @@ def main(argv: list[str] | None = None) -> int:
     row(f"binary decode ({big.nbytes / 1e6:.0f} MB)", big.nbytes, ours, theirs, memcpy, 20.0)
     ours_copy = best_seconds(lambda: decode_response(body, content_type, copy=True), repeat)
     row("binary decode, copy=True", big.nbytes, ours_copy, theirs, memcpy, None)
-    del body
+    body = b""  # frees the 100 MB body before the JSON rows
 
-    for backend in ("orjson", "json"):
-        if backend == "orjson" and not _json.use_orjson:
-            continue
-        saved = _json.use_orjson
-        _json.use_orjson = backend == "orjson"
-        try:
+    def decode_rows(array: np.ndarray[Any, Any], backends: tuple[str, ...]) -> None:
+        body, content_type = triton_json_response(array)
+        check_decoded(tc_decode(body, None), array, "tritonclient")
+        theirs = best_seconds(lambda: tc_decode(body, None), json_repeat)
+        for backend in backends:
+            _json.use_simdjson = backend == "simdjson"
+            _json.use_orjson = backend in ("simdjson", "orjson")
+            check_decoded(decode_response(body, content_type)["y"], array, backend)
+            ours = best_seconds(lambda: decode_response(body, content_type), json_repeat)
+            label = f"JSON decode ({array.nbytes / 1e6:g} MB, {backend})"
+            row(label, array.nbytes, ours, theirs, None, 10.0)
+
+    saved = _json.use_orjson, _json.use_simdjson
+    try:
+        for backend in ("orjson", "json"):
+            if backend == "orjson" and not saved[0]:
+                continue
+            _json.use_orjson = backend == "orjson"
             ours = best_seconds(lambda: encode_request({"x": small}, binary=False), json_repeat)
             theirs = best_seconds(lambda: tc_encode(small, False), json_repeat)
-            row(
-                f"JSON encode ({small.nbytes / 1e6:.0f} MB, {backend})",
-                small.nbytes,
-                ours,
-                theirs,
-                None,
-                10.0,
-            )
-            body, content_type = triton_json_response(small)
-            ours = best_seconds(lambda b=body, c=content_type: decode_response(b, c), json_repeat)  # type: ignore[misc]
-            theirs = best_seconds(lambda b=body: tc_decode(b, None), json_repeat)  # type: ignore[misc]
-            row(
-                f"JSON decode ({small.nbytes / 1e6:.0f} MB, {backend})",
-                small.nbytes,
-                ours,
-                theirs,
-                None,
-                10.0,
-            )
-        finally:
-            _json.use_orjson = saved
+            row(f"JSON encode ({small.nbytes / 1e6:g} MB, {backend})", small.nbytes, ours, theirs, None, 10.0)
+        backends = tuple(
+            name
+            for name, available in (("simdjson", saved[1]), ("orjson", saved[0]), ("json", True))
+            if available
+        )
+        decode_rows(small, backends)
+        # The largest JSON response InvokeEndpoint can return (6 MB) holds about 1.2 MB of FP32 data.
+        decode_rows(response, backends[:1])
+    finally:
+        _json.use_orjson, _json.use_simdjson = saved
 
-    print(f"{'operation':34} {'ours MB/s':>11} {'tritonclient':>13} {'memcpy':>9} {'ours/tc':>9} {'goal':>6}")
+    print(f"{'operation':36} {'ours MB/s':>11} {'tritonclient':>13} {'memcpy':>9} {'ours/tc':>9} {'goal':>6}")
     for name, ours_mbps, tc_mbps, memcpy_mbps, goal in rows:
         ratio = ours_mbps / tc_mbps if tc_mbps else None
         print(
-            f"{name:34} {ours_mbps:11.0f} {tc_mbps or 0:13.0f} "
+            f"{name:36} {ours_mbps:11.0f} {tc_mbps or 0:13.0f} "
             f"{memcpy_mbps if memcpy_mbps is not None else float('nan'):9.0f} "
             f"{ratio if ratio is not None else float('nan'):8.1f}x "
             f"{'' if goal is None else f'{goal:g}x':>6}"

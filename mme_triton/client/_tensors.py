@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from mme_triton.client._json import NumberArray
 from mme_triton.client.datatypes import NUMPY_DTYPE, json_supported
 from mme_triton.errors import CodecError
 
@@ -238,9 +239,42 @@ def _exact_integers(name: str, datatype: str, data: list[Any], wire: np.dtype[An
 
 _JSON_KINDS = {"b": "b", "i": "iu", "u": "iu", "f": "iuf"}
 
+# Datatypes whose JSON data can go from the parser to numpy without Python numbers (NumberArray).
+NUMERIC_DATATYPES = frozenset(name for name, dtype in NUMPY_DTYPE.items() if dtype.kind in "iuf")
+
+
+def _decode_numbers(
+    name: str, datatype: str, shape: list[int], data: NumberArray
+) -> np.ndarray[Any, Any] | None:
+    """A numeric tensor straight from the parser, or None to leave it to the generic path.
+
+    The generic path's rules hold: integer tensors take only integers, in range; the count must match
+    the shape. Whatever this path cannot settle exactly (nested data, a float in an integer tensor, a
+    bool ...) goes to the generic path, which accepts it or names the problem.
+    """
+    wire = NUMPY_DTYPE[datatype]
+    count = element_count(shape)
+    if count == 0:
+        return None
+    values = data.numbers(wire.kind)
+    if values is None:
+        return None
+    if values.size != count:
+        raise CodecError(f"data has {values.size} elements but shape {shape} needs {count}", tensor=name)
+    if wire.kind in "iu" and wire.itemsize < values.dtype.itemsize:
+        info = np.iinfo(wire)
+        if values.min() < info.min or values.max() > info.max:
+            raise CodecError(f"data holds values outside the range of {datatype}", tensor=name)
+    return values.astype(_native(wire), copy=False).reshape(shape)
+
 
 def decode_json_data(name: str, datatype: str, shape: list[int], data: Any) -> np.ndarray[Any, Any]:
-    """A tensor from its JSON ``data`` (flat or nested lists, as Triton accepts)."""
+    """A tensor from its JSON ``data`` (flat or nested lists, as Triton accepts, or a NumberArray)."""
+    if isinstance(data, NumberArray):
+        fast = _decode_numbers(name, datatype, shape, data) if datatype in NUMERIC_DATATYPES else None
+        if fast is not None:
+            return fast
+        data = data.to_list()
     count = element_count(shape)
     if not isinstance(data, list):
         data = [data]

@@ -27,6 +27,7 @@ import numpy as np
 
 from mme_triton.client import _json
 from mme_triton.client._tensors import (
+    NUMERIC_DATATYPES,
     EncodedTensor,
     decode_binary,
     decode_json_data,
@@ -439,14 +440,24 @@ def _header_size(content_type: str | None, body_size: int, header_size: int | No
 
 
 def _split(
-    body: Body, content_type: str | None, header_size: int | None
+    body: Body, content_type: str | None, header_size: int | None, *, lazy_data: bool = False
 ) -> tuple[dict[str, Any], memoryview]:
+    """The parsed JSON header and the binary section.
+
+    ``lazy_data`` leaves numeric tensors' JSON ``data`` to the decoder (``_json.loads_tensors``);
+    otherwise the header is plain Python objects throughout.
+    """
     view = memoryview(body)
     if view.ndim != 1 or view.itemsize != 1:
         view = view.cast("B")
     size = _header_size(content_type, len(view), header_size)
     try:
-        header = _json.loads(view[:size])
+        if not lazy_data:
+            header = _json.loads(view[:size])
+        elif isinstance(body, bytes) and size == len(body):
+            header = _json.loads_tensors(body, NUMERIC_DATATYPES)  # a whole-JSON body, not copied
+        else:
+            header = _json.loads_tensors(view[:size], NUMERIC_DATATYPES)
     except (ValueError, RecursionError) as exc:
         raise CodecError(f"the body's JSON header is not JSON: {exc}") from None
     if not isinstance(header, dict):
@@ -518,7 +529,7 @@ def decode_response_full(
         >>> response = decode_response_full(body, content_type)
         >>> response.model_name, response.outputs["y"]
     """
-    header, section = _split(body, content_type, header_size)
+    header, section = _split(body, content_type, header_size, lazy_data=True)
     if "outputs" not in header and "error" in header:
         raise CodecError(f"the server answered with an error: {header['error']}")
     outputs = _decode_tensors(header.get("outputs"), section, copy=copy, what="outputs")

@@ -58,12 +58,15 @@ def samples() -> dict[str, np.ndarray[Any, Any]]:
     return {name: array.copy() for name, array in SAMPLES.items()}
 
 
-@pytest.fixture(params=["orjson", "json"])
+@pytest.fixture(params=["simdjson", "orjson", "json"])
 def json_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """Run the test with orjson and with the standard library's json."""
-    if request.param == "orjson":
+    """Run the test with each JSON path: pysimdjson reading (orjson writing), orjson, the standard library."""
+    if request.param in ("simdjson", "orjson"):
         pytest.importorskip("orjson")
-    monkeypatch.setattr(_json, "use_orjson", request.param == "orjson")
+    if request.param == "simdjson":
+        pytest.importorskip("simdjson")
+    monkeypatch.setattr(_json, "use_orjson", request.param in ("simdjson", "orjson"))
+    monkeypatch.setattr(_json, "use_simdjson", request.param == "simdjson")
     yield request.param
 
 
