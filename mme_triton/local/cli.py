@@ -1,0 +1,140 @@
+"""The embedded stack's commands of the ``mme-triton`` command line: ``local up`` and ``quickstart``.
+
+:func:`add_local_commands` registers them on the main parser's sub-parsers; each handler returns the exit
+code. Library errors propagate to the main command's error boundary (one ``error:`` line, exit 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import sys
+import threading
+from collections.abc import Callable
+
+__all__ = ["add_local_commands", "local_up", "parse_size", "quickstart"]
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "kib": 1024,
+    "mib": 1024**2,
+    "gib": 1024**3,
+    "tib": 1024**4,
+}
+
+
+def _out(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def parse_size(text: str) -> int:
+    """``"2GiB"`` -> 2147483648; ``"500MB"`` -> 500000000; a bare number is bytes.
+
+    Raises:
+        argparse.ArgumentTypeError: not a positive size.
+    """
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", text)
+    unit = match.group(2).lower() if match else ""
+    if match is None or unit not in _UNITS:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 2GiB, 500MB, 1048576)")
+    size = int(float(match.group(1)) * _UNITS[unit])
+    if size <= 0:
+        raise argparse.ArgumentTypeError(f"the size must be > 0, got {text!r}")
+    return size
+
+
+def local_up(args: argparse.Namespace, *, stop: threading.Event | None = None) -> int:
+    """``mme-triton local up``: run a LocalStack in the foreground until Ctrl-C (or ``stop`` is set).
+
+    Prints the endpoint URL, the variables another process exports to use the stack, the execution role
+    and a ModelDataUrl with its bucket created.
+    """
+    from mme_triton.local.stack import LocalStack
+
+    stack = LocalStack(
+        region=args.region,
+        memory_budget=args.memory_budget,
+        max_models=args.max_models,
+        log_verbose=args.triton_log_verbose,
+    )
+    with stack:
+        model_data_url = stack.model_data_url(bucket=args.bucket)
+        _out(f"mme-triton embedded stack running at {stack.endpoint_url}")
+        _out()
+        _out("# in another shell (AWS CLI, boto3, mme-triton):")
+        for name, value in stack.environment().items():
+            _out(f"export {name}={shlex.quote(value)}")
+        _out()
+        _out(f"execution role: {stack.role_arn}")
+        _out(f"model data url: {model_data_url}")
+        _out()
+        _out("Press Ctrl-C to stop.")
+        event = stop or threading.Event()
+        try:
+            while not event.wait(0.5):
+                pass
+        except KeyboardInterrupt:
+            _out("stopping ...")
+    return 0
+
+
+def quickstart(args: argparse.Namespace) -> int:
+    """``mme-triton quickstart``: two models on one endpoint of the embedded stack, invoked and removed."""
+    from mme_triton.local.quickstart import run_quickstart
+
+    result = run_quickstart(endpoint_name=args.endpoint_name, progress=_out)
+    _out()
+    for call in result.calls:
+        encoding = "binary" if call.binary else "JSON  "
+        verdict = "ok" if call.matches else "MISMATCH"
+        _out(f"{call.target_model:<16} {encoding} {call.seconds * 1000:8.1f} ms  {verdict}")
+        for name, value in call.outputs.items():
+            rows = "; ".join(" ".join(f"{v:.4g}" for v in row) for row in value.reshape(value.shape[0], -1))
+            _out(f"    {name} {list(value.shape)} = [{rows}]")
+    _out()
+    _out("timings: " + ", ".join(f"{step} {seconds:.2f}s" for step, seconds in result.timings.items()))
+    if not result.ok:
+        _out("error: some outputs differ from the numpy reference")
+        return 1
+    return 0
+
+
+def add_local_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``local up`` and ``quickstart`` on the ``mme-triton`` sub-parsers (``handler`` default)."""
+    local = subparsers.add_parser("local", help="the embedded stack (no AWS account)")
+    local_sub = local.add_subparsers(dest="local_command", required=True, metavar="COMMAND")
+    up = local_sub.add_parser(
+        "up",
+        help="run the embedded stack in the foreground and print the environment to export",
+        description="Run moto, the InvokeEndpoint runtime and one Triton per endpoint on 127.0.0.1.",
+    )
+    up.add_argument("--region", default="us-east-1", help="region of the stack (default: us-east-1)")
+    up.add_argument(
+        "--memory-budget",
+        type=parse_size,
+        default=2 * 1024**3,
+        help="bytes of extracted models an endpoint keeps loaded (default: 2GiB)",
+    )
+    up.add_argument("--max-models", type=int, default=None, help="most models an endpoint keeps loaded")
+    up.add_argument(
+        "--bucket", default=None, help="bucket to create (default: mme-triton-local-<account id>)"
+    )
+    up.add_argument("--triton-log-verbose", type=int, default=0, help="Triton's --log-verbose level")
+    handler: Callable[[argparse.Namespace], int] = local_up
+    up.set_defaults(handler=handler)
+
+    qs = subparsers.add_parser(
+        "quickstart",
+        help="deploy two small models to one endpoint on the embedded stack, invoke them, tear down",
+    )
+    qs.add_argument("--endpoint-name", default="mme-triton-quickstart", help="name of the endpoint")
+    qs.set_defaults(handler=quickstart)

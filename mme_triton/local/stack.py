@@ -1,0 +1,330 @@
+"""The embedded stack: a control plane (moto's server), the InvokeEndpoint runtime and real Tritons.
+
+:class:`LocalStack` puts the pieces of :mod:`mme_triton.local` together on 127.0.0.1:
+
+- :class:`~mme_triton.local.controlplane.ControlPlane` — moto's server for S3, SageMaker, IAM, STS and
+  Application Auto Scaling, with endpoint status transitions and ``UpdateEndpoint`` added;
+- :class:`~mme_triton.local.runtime.InvocationRuntime` — in front of moto's WSGI app, it answers
+  ``POST /endpoints/<name>/invocations`` the way SageMaker's runtime does for a multi-model endpoint;
+- one :class:`~mme_triton.local.triton.TritonServer` per in-service endpoint, started when the endpoint
+  goes ``InService``, replaced after ``UpdateEndpoint`` and stopped by ``DeleteEndpoint``.
+
+The stack never touches ``os.environ``: it hands out a boto3 session whose clients default to it, so every
+other boto3 client in the process keeps reaching real AWS.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from mme_triton.errors import LocalStackError
+from mme_triton.local.runtime import DEFAULT_MEMORY_BUDGET, EndpointRuntime, InvocationRuntime
+
+if TYPE_CHECKING:
+    import boto3
+
+    from mme_triton.local.controlplane import ControlPlane
+    from mme_triton.local.triton import TritonServer
+
+__all__ = ["DEFAULT_BUCKET_PREFIX", "LocalStack"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BUCKET_PREFIX = "mme-triton-local-"
+"""The stack's default bucket is this prefix and its account id (bucket names are global, as in AWS)."""
+
+_ROLE_NAME = "mme-triton-local-execution"
+_TRUST_POLICY = {
+    "Version": "2012-10-17",
+    "Statement": [
+        {"Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}, "Action": "sts:AssumeRole"}
+    ],
+}
+
+
+class LocalStack:
+    """A multi-model endpoint stack on 127.0.0.1 with no AWS account: moto plus real Triton servers.
+
+    Use it as a context manager (or call :meth:`start` and :meth:`stop`) and pass
+    :meth:`boto3_session` as ``boto3_session=`` to every library call; the library code is the same that
+    talks to AWS. Several stacks can run at once: each has its own ports, scratch directory and moto
+    account.
+
+    Parameters:
+        region: the region the stack's sessions use.
+        memory_budget: bytes of extracted model files an endpoint keeps loaded before it unloads the least
+            recently used models (default 2 GiB; ``None``: no byte limit). See ``docs/local.md``.
+        max_models: how many models an endpoint keeps loaded at most (``None``: no count limit).
+        workdir: where the scratch directory (Triton's files, extracted models) is created; default: the
+            system's temporary directory. It is removed by :meth:`stop`.
+        transition_delay: seconds an endpoint stays ``Creating``/``Updating`` before it goes in service.
+        log_verbose: Triton's ``--log-verbose`` level for the endpoints' servers.
+        check_platform: refuse to start on a platform the Triton wheel cannot run on.
+
+    Raises:
+        UnsupportedPlatformError: from :meth:`start`, when this is not Linux x86_64 with glibc >= 2.35.
+        LocalStackError: from :meth:`start`, when moto's server or a piece of the stack cannot start.
+
+    Example:
+        >>> from mme_triton import deploy_mme, MMEClient, upload_models, teardown
+        >>> with LocalStack() as stack:  # doctest: +SKIP
+        ...     session = stack.boto3_session()
+        ...     url = stack.model_data_url()
+        ...     upload_models(["model_repository/linear"], url, boto3_session=session)
+        ...     deploy_mme("demo", url, role=stack.role_arn, instance_type="ml.m5.xlarge",
+        ...                boto3_session=session)
+        ...     MMEClient("demo", boto3_session=session).infer("linear.tar.gz", {"INPUT0": x})
+    """
+
+    def __init__(
+        self,
+        *,
+        region: str = "us-east-1",
+        memory_budget: int | None = DEFAULT_MEMORY_BUDGET,
+        max_models: int | None = None,
+        workdir: str | Path | None = None,
+        transition_delay: float = 0.0,
+        log_verbose: int = 0,
+        check_platform: bool = True,
+    ) -> None:
+        if memory_budget is not None and memory_budget <= 0:
+            raise ValueError("memory_budget must be > 0 bytes (or None for no byte limit)")
+        if max_models is not None and max_models <= 0:
+            raise ValueError("max_models must be > 0 (or None for no count limit)")
+        if transition_delay < 0:
+            raise ValueError("transition_delay must be >= 0")
+        self.region = region
+        self.memory_budget = memory_budget
+        self.max_models = max_models
+        self._workdir_parent = Path(workdir) if workdir is not None else None
+        self._transition_delay = transition_delay
+        self._log_verbose = log_verbose
+        self._check_platform = check_platform
+        self._plane: ControlPlane | None = None
+        self._runtime: InvocationRuntime | None = None
+        self._workdir: Path | None = None
+        self._role_arn: str | None = None
+        self._lock = threading.Lock()
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> LocalStack:
+        """Start the control plane and the runtime; endpoints get their Triton when they go in service.
+
+        Returns the stack itself. Starting a running stack does nothing.
+
+        Raises:
+            UnsupportedPlatformError: not Linux x86_64 with glibc >= 2.35.
+            LocalStackError: a piece of the stack cannot start (moto missing, no free port ...).
+        """
+        with self._lock:
+            if self._plane is not None:
+                return self
+            if self._check_platform:
+                from mme_triton.local.platform import check_platform
+
+                check_platform()
+            from mme_triton.local.controlplane import ControlPlane
+
+            if self._workdir_parent is not None:
+                self._workdir_parent.mkdir(parents=True, exist_ok=True)
+            workdir = Path(tempfile.mkdtemp(prefix="mme-triton-stack-", dir=self._workdir_parent))
+            runtime = InvocationRuntime(
+                workdir=workdir / "endpoints",
+                region=self.region,
+                memory_budget=self.memory_budget,
+                max_models=self.max_models,
+                log_verbose=self._log_verbose,
+            )
+            plane = ControlPlane(
+                region=self.region,
+                transition_delay=self._transition_delay,
+                wsgi_middleware=runtime.middleware,
+            )
+            plane.on_in_service.append(runtime.on_in_service)
+            plane.on_deleted.append(runtime.on_deleted)
+            try:
+                plane.start()
+                runtime.account_id = plane.account_id
+                runtime.bind(plane.boto3_session())
+                self._role_arn = self._create_role(plane)
+            except BaseException:
+                runtime.stop()
+                plane.stop()
+                shutil.rmtree(workdir, ignore_errors=True)
+                raise
+            self._plane, self._runtime, self._workdir = plane, runtime, workdir
+            logger.info("embedded stack up at %s (account %s)", plane.url, plane.account_id)
+            return self
+
+    def stop(self) -> None:
+        """Stop every endpoint's Triton, the control plane, and remove the scratch directory.
+
+        Calling it again, or on a stack that never started, does nothing.
+        """
+        with self._lock:
+            plane, runtime, workdir = self._plane, self._runtime, self._workdir
+            self._plane = self._runtime = self._workdir = None
+        if runtime is not None:
+            runtime.stop()
+        if plane is not None:
+            plane.stop()
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
+        if plane is not None:
+            logger.info("embedded stack at %s stopped", plane.url)
+
+    def __enter__(self) -> LocalStack:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        """``True`` between :meth:`start` and :meth:`stop`."""
+        return self._plane is not None
+
+    # -- what callers use ----------------------------------------------------------------------------
+
+    @property
+    def endpoint_url(self) -> str:
+        """``http://127.0.0.1:<port>``: every AWS service of the stack, InvokeEndpoint included."""
+        return self._running_plane().url
+
+    @property
+    def account_id(self) -> str:
+        """The (made-up) account the stack's credentials belong to."""
+        return self._running_plane().account_id
+
+    @property
+    def role_arn(self) -> str:
+        """An execution role that exists in the stack's IAM, for ``deploy_mme(role=...)``."""
+        self._running_plane()
+        assert self._role_arn is not None
+        return self._role_arn
+
+    @property
+    def runtime(self) -> InvocationRuntime:
+        """The InvokeEndpoint runtime (per-endpoint Tritons and loaded models)."""
+        self._running_plane()
+        assert self._runtime is not None
+        return self._runtime
+
+    def boto3_session(self) -> boto3.Session:
+        """A boto3 session whose clients default to the stack (endpoint URL, credentials, region).
+
+        Pass it as ``boto3_session=`` to the library's functions. ``os.environ`` is not changed.
+        """
+        return self._running_plane().boto3_session()
+
+    def client(self, service_name: str) -> Any:
+        """A boto3 client for ``service_name`` on the stack (``"s3"``, ``"sagemaker-runtime"`` ...)."""
+        session: Any = self.boto3_session()
+        return session.client(service_name)
+
+    @property
+    def default_bucket(self) -> str:
+        """``mme-triton-local-<account id>``: the bucket :meth:`model_data_url` uses unless told otherwise.
+
+        S3 bucket names are one namespace across accounts (in moto as in AWS), so each stack has its own.
+        """
+        return f"{DEFAULT_BUCKET_PREFIX}{self.account_id}"
+
+    def create_bucket(self, name: str | None = None) -> str:
+        """Create an S3 bucket in the stack (nothing happens when it exists already); return its name.
+
+        ``name`` defaults to :attr:`default_bucket`.
+        """
+        name = name or self.default_bucket
+        s3 = self.client("s3")
+        try:
+            if self.region == "us-east-1":
+                s3.create_bucket(Bucket=name)
+            else:
+                s3.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": self.region})
+        except s3.exceptions.BucketAlreadyOwnedByYou:
+            pass
+        except s3.exceptions.BucketAlreadyExists as exc:
+            raise LocalStackError(f"bucket {name} belongs to another stack in this process") from exc
+        return name
+
+    bucket = create_bucket
+
+    def model_data_url(self, prefix: str = "models/", *, bucket: str | None = None) -> str:
+        """``s3://<bucket>/<prefix>`` with the bucket created: a ModelDataUrl for ``deploy_mme``.
+
+        Example:
+            >>> stack.model_data_url("demo/")  # doctest: +SKIP
+            's3://mme-triton-local-123456789012/demo/'
+        """
+        bucket = self.create_bucket(bucket)
+        prefix = prefix.lstrip("/")
+        if prefix and not prefix.endswith("/"):
+            prefix += "/"
+        return f"s3://{bucket}/{prefix}"
+
+    def environment(self) -> dict[str, str]:
+        """The variables another process exports to reach this stack with any AWS SDK or the CLI."""
+        plane = self._running_plane()
+        credentials = plane.boto3_session().get_credentials()
+        if credentials is None:  # pragma: no cover - the plane's session always has credentials
+            raise LocalStackError("the control plane has no credentials")
+        frozen = credentials.get_frozen_credentials()
+        env = {
+            "AWS_ENDPOINT_URL": plane.url,
+            "AWS_ACCESS_KEY_ID": str(frozen.access_key),
+            "AWS_SECRET_ACCESS_KEY": str(frozen.secret_key),
+            "AWS_DEFAULT_REGION": self.region,
+        }
+        if frozen.token:
+            env["AWS_SESSION_TOKEN"] = str(frozen.token)
+        return env
+
+    # -- introspection -------------------------------------------------------------------------------
+
+    def endpoint_runtime(self, endpoint_name: str) -> EndpointRuntime | None:
+        """The runtime of an in-service endpoint (its Triton and loaded models), ``None`` if none."""
+        return self.runtime.endpoint(endpoint_name)
+
+    def triton(self, endpoint_name: str) -> TritonServer | None:
+        """The Triton server behind an in-service endpoint, ``None`` when the endpoint has none."""
+        runtime = self.endpoint_runtime(endpoint_name)
+        return runtime.triton if runtime is not None else None  # type: ignore[return-value]
+
+    def loaded_models(self, endpoint_name: str) -> list[str]:
+        """The TargetModels loaded in an endpoint's Triton, least recently used first."""
+        runtime = self.endpoint_runtime(endpoint_name)
+        return runtime.loaded_models() if runtime is not None else []
+
+    # -- internals -----------------------------------------------------------------------------------
+
+    def _running_plane(self) -> ControlPlane:
+        plane = self._plane
+        if plane is None:
+            raise RuntimeError("the LocalStack is not running: use it as a context manager or call start()")
+        return plane
+
+    def _create_role(self, plane: ControlPlane) -> str:
+        iam: Any = plane.boto3_session().client("iam")
+        try:
+            role = iam.create_role(
+                RoleName=_ROLE_NAME,
+                AssumeRolePolicyDocument=json.dumps(_TRUST_POLICY),
+                Description="Execution role of the mme_triton embedded stack",
+            )
+        except iam.exceptions.EntityAlreadyExistsException:
+            role = iam.get_role(RoleName=_ROLE_NAME)
+        return str(role["Role"]["Arn"])

@@ -1,0 +1,53 @@
+"""LocalStack's options and its use outside ``start()``/``stop()``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mme_triton.local import LocalStack
+
+pytestmark = pytest.mark.local
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"memory_budget": 0}, {"memory_budget": -5}, {"max_models": 0}, {"transition_delay": -1.0}],
+    ids=["zero-budget", "negative-budget", "zero-models", "negative-delay"],
+)
+def test_local_stack_refuses_impossible_options(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        LocalStack(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        lambda s: s.endpoint_url,
+        lambda s: s.role_arn,
+        lambda s: s.boto3_session(),
+        lambda s: s.model_data_url(),
+        lambda s: s.environment(),
+    ],
+    ids=["endpoint_url", "role_arn", "boto3_session", "model_data_url", "environment"],
+)
+def test_local_stack_needs_to_be_started(use: Any) -> None:
+    stack = LocalStack()
+
+    with pytest.raises(RuntimeError, match="not running"):
+        use(stack)
+
+
+def test_local_stack_stop_is_idempotent_and_start_returns_the_stack() -> None:
+    stack = LocalStack()
+    stack.stop()  # never started: nothing to do
+
+    assert stack.start() is stack and stack.running
+    assert stack.start() is stack  # already running
+    role = stack.role_arn
+    assert role.startswith(f"arn:aws:iam::{stack.account_id}:role/")
+    stack.stop()
+    stack.stop()
+
+    assert not stack.running

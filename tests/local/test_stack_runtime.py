@@ -1,0 +1,290 @@
+"""The platform's part on the embedded stack: the memory budget, unsafe and GPU-only artifacts, updates,
+and several stacks side by side."""
+
+from __future__ import annotations
+
+import io
+import logging
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from botocore.exceptions import ClientError
+
+from mme_triton import InferenceError, MMEClient, deploy_mme, upload_models
+from mme_triton.local import LocalStack
+from mme_triton.local.runtime import directory_size, target_model_hash
+
+pytestmark = pytest.mark.local
+
+X = np.ones((1, 4), dtype=np.float32)
+
+
+@pytest.fixture(scope="module")
+def small_stack(repository: Path) -> Iterator[LocalStack]:
+    """A stack whose budget holds ``linear`` or ``scale`` but never both."""
+    sizes = [directory_size(repository / "linear"), directory_size(repository / "scale")]
+    with LocalStack(memory_budget=sum(sizes) - 1) as running:
+        yield running
+
+
+def _deploy(stack: LocalStack, name: str, prefix: str, models: list[Path], **kwargs: Any) -> str:
+    url = stack.model_data_url(prefix)
+    deploy_mme(
+        name,
+        url,
+        models=models,
+        role=stack.role_arn,
+        instance_type="ml.m5.large",
+        poll_interval=0.1,
+        boto3_session=stack.boto3_session(),
+        **kwargs,
+    )
+    return url
+
+
+def test_stack_unloads_the_least_recently_used_model_and_reloads_it_on_demand(
+    small_stack: LocalStack, repository: Path, expected_linear: Any
+) -> None:
+    _deploy(small_stack, "budget", "budget/", [repository / "linear", repository / "scale"])
+    client = MMEClient("budget", boto3_session=small_stack.boto3_session())
+    runtime = small_stack.endpoint_runtime("budget")
+    assert runtime is not None
+
+    client.infer("linear.tar.gz", {"INPUT0": X})
+    client.infer("scale.tar.gz", {"INPUT0": X})
+    runtime.wait_for_unloads(timeout=60)
+
+    assert small_stack.loaded_models("budget") == ["scale.tar.gz"]
+    assert not (runtime.workdir / "models" / target_model_hash("linear.tar.gz")).exists()
+    loads = runtime.loads
+
+    again = client.infer("linear.tar.gz", {"INPUT0": X})
+    runtime.wait_for_unloads(timeout=60)
+
+    np.testing.assert_allclose(again["OUTPUT0"], expected_linear(X), rtol=1e-6)
+    assert runtime.loads == loads + 1
+    assert small_stack.loaded_models("budget") == ["linear.tar.gz"]
+
+
+def _malicious_archive(kind: str) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        config = b'name: "m"\nbackend: "python"\n'
+        info = tarfile.TarInfo("m/config.pbtxt")
+        info.size = len(config)
+        tar.addfile(info, io.BytesIO(config))
+        evil = tarfile.TarInfo(
+            {"absolute": "/tmp/mme-evil", "dotdot": "m/../../mme-evil"}.get(kind, "m/1/evil")
+        )
+        if kind == "symlink":
+            evil.type, evil.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        elif kind == "device":
+            evil.type = tarfile.CHRTYPE
+        else:
+            evil.size = 4
+        tar.addfile(evil, io.BytesIO(b"evil") if evil.isreg() else None)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("kind", ["absolute", "dotdot", "symlink", "device"])
+def test_stack_refuses_a_malicious_artifact(small_stack: LocalStack, kind: str) -> None:
+    _deploy(small_stack, "evil", "evil/", [])
+    session = small_stack.boto3_session()
+    session.client("s3").put_object(
+        Bucket=small_stack.default_bucket, Key=f"evil/{kind}.tar.gz", Body=_malicious_archive(kind)
+    )
+
+    with pytest.raises(ClientError) as raw:
+        session.client("sagemaker-runtime").invoke_endpoint(
+            EndpointName="evil", TargetModel=f"{kind}.tar.gz", Body=b"{}", ContentType="application/json"
+        )
+
+    assert raw.value.response["Error"]["Code"] == "ValidationError"
+    assert "refusing archive member" in raw.value.response["Error"]["Message"]
+    assert small_stack.loaded_models("evil") == []
+    assert not Path("/tmp/mme-evil").exists()
+
+
+def test_stack_serves_a_gpu_config_from_an_adapted_copy(
+    small_stack: LocalStack, repository: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    gpu_model = tmp_path / "scale_gpu"
+    (gpu_model / "1").mkdir(parents=True)
+    (gpu_model / "1" / "model.py").write_bytes((repository / "scale" / "1" / "model.py").read_bytes())
+    config = (repository / "scale" / "config.pbtxt").read_text().replace('name: "scale"', 'name: "scale_gpu"')
+    (gpu_model / "config.pbtxt").write_text(
+        config + "instance_group [ { kind: KIND_GPU count: 1 gpus: [ 0 ] } ]\n"
+    )
+    url = _deploy(small_stack, "gpu", "gpu/", [])
+    upload_models([gpu_model], url, boto3_session=small_stack.boto3_session())
+    caplog.set_level(logging.WARNING, logger="mme_triton.local.runtime")
+
+    out = MMEClient("gpu", boto3_session=small_stack.boto3_session()).infer("scale_gpu.tar.gz", {"INPUT0": X})
+
+    np.testing.assert_allclose(out["OUTPUT0"], X * 2)
+    assert any("adapted copy" in r.getMessage() and "KIND_GPU" in r.getMessage() for r in caplog.records)
+    # the artifact in S3 is unchanged
+    body = (
+        small_stack.client("s3")
+        .get_object(Bucket=small_stack.default_bucket, Key="gpu/scale_gpu.tar.gz")["Body"]
+        .read()
+    )
+    with tarfile.open(fileobj=io.BytesIO(body)) as tar:
+        stored = tar.extractfile("scale_gpu/config.pbtxt")
+        assert stored is not None and b"KIND_GPU" in stored.read()
+
+
+def test_stack_refuses_a_tensorrt_plan_with_a_model_error(small_stack: LocalStack, tmp_path: Path) -> None:
+    plan = tmp_path / "engine"
+    (plan / "1").mkdir(parents=True)
+    (plan / "1" / "model.plan").write_bytes(b"\0" * 16)
+    (plan / "config.pbtxt").write_text(
+        'name: "engine"\nplatform: "tensorrt_plan"\nmax_batch_size: 1\n'
+        'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+        'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+    )
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        tar.add(plan, arcname="engine")
+    _deploy(small_stack, "plan", "plan/", [])
+    small_stack.client("s3").put_object(
+        Bucket=small_stack.default_bucket, Key="plan/engine.tar.gz", Body=buffer.getvalue()
+    )
+
+    with pytest.raises(InferenceError, match="GPU") as caught:
+        MMEClient("plan", boto3_session=small_stack.boto3_session()).infer("engine.tar.gz", {"INPUT0": X})
+
+    assert caught.value.error_code == "ModelError"
+
+
+def test_stack_update_endpoint_replaces_the_triton(
+    small_stack: LocalStack, repository: Path, is_alive: Any
+) -> None:
+    _deploy(small_stack, "updated", "upd/", [repository / "scale"])
+    first = small_stack.triton("updated")
+    assert first is not None and first.pid is not None
+    old_pid = first.pid
+
+    _deploy(
+        small_stack,
+        "updated",
+        "upd/",
+        [repository / "scale"],
+        environment={"SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": "33554432"},
+    )
+    second = small_stack.triton("updated")
+
+    assert second is not None and second is not first
+    out = MMEClient("updated", boto3_session=small_stack.boto3_session()).infer("scale.tar.gz", {"INPUT0": X})
+    np.testing.assert_allclose(out["OUTPUT0"], X * 2)
+    first_stopped = [is_alive(old_pid)]
+    for _ in range(100):
+        if not first_stopped[-1]:
+            break
+        import time
+
+        time.sleep(0.1)
+        first_stopped.append(is_alive(old_pid))
+    assert not first_stopped[-1]
+
+
+def test_two_stacks_serve_side_by_side(small_stack: LocalStack, repository: Path) -> None:
+    _deploy(small_stack, "twin", "twin/", [repository / "scale"])
+    with LocalStack() as other:
+        _deploy(other, "twin", "twin/", [repository / "scale"])
+
+        mine = MMEClient("twin", boto3_session=small_stack.boto3_session()).infer(
+            "scale.tar.gz", {"INPUT0": X}
+        )
+        theirs = MMEClient("twin", boto3_session=other.boto3_session()).infer(
+            "scale.tar.gz", {"INPUT0": 3 * X}
+        )
+
+        np.testing.assert_allclose(mine["OUTPUT0"], 2 * X)
+        np.testing.assert_allclose(theirs["OUTPUT0"], 6 * X)
+        assert other.triton("twin").port != small_stack.triton("twin").port  # type: ignore[union-attr]
+        assert other.account_id != small_stack.account_id
+        other_triton = other.triton("twin")
+    assert other_triton is not None and other_triton.pid is None
+    assert small_stack.triton("twin") is not None
+
+
+def test_stack_refuses_a_target_model_for_a_single_model_endpoint(small_stack: LocalStack) -> None:
+    import time
+
+    sagemaker = small_stack.client("sagemaker")
+    sagemaker.create_model(
+        ModelName="single",
+        ExecutionRoleArn=small_stack.role_arn,
+        PrimaryContainer={
+            "Image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagemaker-tritonserver:24.09-py3",
+            "ModelDataUrl": f"s3://{small_stack.default_bucket}/single/model.tar.gz",
+            "Mode": "SingleModel",
+        },
+    )
+    sagemaker.create_endpoint_config(
+        EndpointConfigName="single",
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": "single",
+                "InstanceType": "ml.m5.large",
+                "InitialInstanceCount": 1,
+            }
+        ],
+    )
+    sagemaker.create_endpoint(EndpointName="single", EndpointConfigName="single")
+    deadline = time.monotonic() + 60
+    while sagemaker.describe_endpoint(EndpointName="single")["EndpointStatus"] != "InService":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+
+    with pytest.raises(ClientError) as raw:
+        small_stack.client("sagemaker-runtime").invoke_endpoint(
+            EndpointName="single", TargetModel="linear.tar.gz", Body=b"{}", ContentType="application/json"
+        )
+
+    assert raw.value.response["Error"]["Code"] == "ValidationError"
+    assert raw.value.response["Error"]["Message"] == (
+        "Endpoint single is not a multi-model endpoint and does not support target model header."
+    )
+
+
+def test_stack_fails_an_endpoint_whose_environment_triton_cannot_use(small_stack: LocalStack) -> None:
+    import time
+
+    sagemaker = small_stack.client("sagemaker")
+    sagemaker.create_model(
+        ModelName="bad-env",
+        ExecutionRoleArn=small_stack.role_arn,
+        PrimaryContainer={
+            "Image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagemaker-tritonserver:24.09-py3",
+            "ModelDataUrl": f"s3://{small_stack.default_bucket}/bad-env/",
+            "Mode": "MultiModel",
+            "Environment": {"SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": "lots"},
+        },
+    )
+    sagemaker.create_endpoint_config(
+        EndpointConfigName="bad-env",
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": "bad-env",
+                "InstanceType": "ml.m5.large",
+                "InitialInstanceCount": 1,
+            }
+        ],
+    )
+    sagemaker.create_endpoint(EndpointName="bad-env", EndpointConfigName="bad-env")
+    deadline = time.monotonic() + 60
+    while (described := sagemaker.describe_endpoint(EndpointName="bad-env"))["EndpointStatus"] == "Creating":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+
+    assert described["EndpointStatus"] == "Failed"
+    assert "SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE" in described["FailureReason"]
+    assert small_stack.triton("bad-env") is None
