@@ -304,12 +304,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="report what would be deleted")
     p.set_defaults(handler=_cmd_sweep)
 
-    try:
-        from mme_triton.local.cli import add_local_commands
-    except ImportError:  # the embedded stack's CLI module is optional at import time
-        pass
-    else:
-        add_local_commands(sub)
+    # the embedded stack's commands; their module imports only the standard library until they run
+    from mme_triton.local.cli import add_local_commands
+
+    add_local_commands(sub)
     return parser
 
 
