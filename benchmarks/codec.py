@@ -5,7 +5,15 @@ Run: ``python benchmarks/codec.py`` (options: ``--size-mb``, ``--json-size-mb``,
 
 JSON rows name the backend: ``simdjson`` decodes with pysimdjson (numeric data to numpy in C),
 ``orjson`` with orjson, ``json`` with the standard library alone (encoding: orjson or ``json``).
-The JSON response is written the way Triton writes one (FP32 values as float64 text, flat ``data``).
+orjson and pysimdjson are dependencies of the package, so the goals apply to the rows that use them;
+the ``fallback`` rows show what a platform without their wheels gets. The JSON response is written the
+way Triton writes one (FP32 values as float64 text, flat ``data``).
+
+JSON sizes: InvokeEndpoint carries at most 6 MB each way, so the largest FP32 tensor that ever travels
+as JSON is about 1 MB (``--response-mb``, a 5 MB response). The larger JSON row (``--json-size-mb``,
+default 8 MB of FP32, a 39 MB body) shows that speed holds beyond that; ``--json-size-mb 100`` runs
+the 100 MB tensor of the binary rows as JSON too (a 490 MB body; tritonclient needs 10-20 s per
+direction and GBs of memory for it).
 
 Every encode row produces the body a caller sends (bytes ready for ``invoke_endpoint``); every decode
 row ends with numpy arrays. MB/s are megabytes (10**6) of tensor data per second, best of the repeats.
@@ -114,6 +122,21 @@ def main(argv: list[str] | None = None) -> int:
     row("binary decode, copy=True", big.nbytes, ours_copy, theirs, memcpy, None)
     body = b""  # frees the 100 MB body before the JSON rows
 
+    saved = _json.use_orjson, _json.use_simdjson
+
+    def json_row(
+        what: str, array: np.ndarray[Any, Any], backend: str, primary: bool, ours: float, theirs: float
+    ) -> None:
+        label = f"JSON {what} ({array.nbytes / 1e6:g} MB, {backend}{'' if primary else ', fallback'})"
+        row(label, array.nbytes, ours, theirs, None, 10.0 if primary else None)
+
+    def encode_rows(array: np.ndarray[Any, Any], backends: tuple[str, ...]) -> None:
+        theirs = best_seconds(lambda: tc_encode(array, False), json_repeat)
+        for backend in backends:
+            _json.use_orjson = backend == "orjson"
+            ours = best_seconds(lambda: encode_request({"x": array}, binary=False), json_repeat)
+            json_row("encode", array, backend, backend == encoders[0], ours, theirs)
+
     def decode_rows(array: np.ndarray[Any, Any], backends: tuple[str, ...]) -> None:
         body, content_type = triton_json_response(array)
         check_decoded(tc_decode(body, None), array, "tritonclient")
@@ -123,34 +146,28 @@ def main(argv: list[str] | None = None) -> int:
             _json.use_orjson = backend in ("simdjson", "orjson")
             check_decoded(decode_response(body, content_type)["y"], array, backend)
             ours = best_seconds(lambda: decode_response(body, content_type), json_repeat)
-            label = f"JSON decode ({array.nbytes / 1e6:g} MB, {backend})"
-            row(label, array.nbytes, ours, theirs, None, 10.0)
+            json_row("decode", array, backend, backend == decoders[0], ours, theirs)
 
-    saved = _json.use_orjson, _json.use_simdjson
+    encoders = tuple(name for name, available in (("orjson", saved[0]), ("json", True)) if available)
+    decoders = tuple(
+        name
+        for name, available in (("simdjson", saved[1]), ("orjson", saved[0]), ("json", True))
+        if available
+    )
     try:
-        for backend in ("orjson", "json"):
-            if backend == "orjson" and not saved[0]:
-                continue
-            _json.use_orjson = backend == "orjson"
-            ours = best_seconds(lambda: encode_request({"x": small}, binary=False), json_repeat)
-            theirs = best_seconds(lambda: tc_encode(small, False), json_repeat)
-            row(f"JSON encode ({small.nbytes / 1e6:g} MB, {backend})", small.nbytes, ours, theirs, None, 10.0)
-        backends = tuple(
-            name
-            for name, available in (("simdjson", saved[1]), ("orjson", saved[0]), ("json", True))
-            if available
-        )
-        decode_rows(small, backends)
-        # The largest JSON response InvokeEndpoint can return (6 MB) holds about 1.2 MB of FP32 data.
-        decode_rows(response, backends[:1])
+        # The largest JSON body InvokeEndpoint carries (6 MB) holds about 1.2 MB of FP32 data.
+        encode_rows(response, encoders[:1])
+        decode_rows(response, decoders[:1])
+        encode_rows(small, encoders)
+        decode_rows(small, decoders)
     finally:
         _json.use_orjson, _json.use_simdjson = saved
 
-    print(f"{'operation':36} {'ours MB/s':>11} {'tritonclient':>13} {'memcpy':>9} {'ours/tc':>9} {'goal':>6}")
+    print(f"{'operation':46} {'ours MB/s':>11} {'tritonclient':>13} {'memcpy':>9} {'ours/tc':>9} {'goal':>6}")
     for name, ours_mbps, tc_mbps, memcpy_mbps, goal in rows:
         ratio = ours_mbps / tc_mbps if tc_mbps else None
         print(
-            f"{name:36} {ours_mbps:11.0f} {tc_mbps or 0:13.0f} "
+            f"{name:46} {ours_mbps:11.0f} {tc_mbps or 0:13.0f} "
             f"{memcpy_mbps if memcpy_mbps is not None else float('nan'):9.0f} "
             f"{ratio if ratio is not None else float('nan'):8.1f}x "
             f"{'' if goal is None else f'{goal:g}x':>6}"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -239,8 +240,11 @@ def _exact_integers(name: str, datatype: str, data: list[Any], wire: np.dtype[An
 
 _JSON_KINDS = {"b": "b", "i": "iu", "u": "iu", "f": "iuf"}
 
-# Datatypes whose JSON data can go from the parser to numpy without Python numbers (NumberArray).
-NUMERIC_DATATYPES = frozenset(name for name, dtype in NUMPY_DTYPE.items() if dtype.kind in "iuf")
+# Datatypes whose JSON data can go from the parser to numpy without Python numbers (NumberArray), each
+# with the numpy kind its numbers are read as.
+NUMERIC_DATATYPES: Mapping[str, str] = MappingProxyType(
+    {name: dtype.kind for name, dtype in NUMPY_DTYPE.items() if dtype.kind in "iuf"}
+)
 
 
 def _decode_numbers(

@@ -24,29 +24,14 @@ from typing import Any
 
 import pytest
 
+from mme_triton.client.datatypes import DATATYPES
+
 ACCOUNT_ID = "123456789012"
 REGION = "us-east-1"
 ENDPOINT = "client-test-endpoint"
-FAKE_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+FAKE_CREDENTIALS: dict[str, Any] = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 
-# Every datatype Triton knows; the echo model has one optional input IN_<dt> and output OUT_<dt> per type.
-DATATYPES = (
-    "BOOL",
-    "UINT8",
-    "UINT16",
-    "UINT32",
-    "UINT64",
-    "INT8",
-    "INT16",
-    "INT32",
-    "INT64",
-    "FP16",
-    "FP32",
-    "FP64",
-    "BF16",
-    "BYTES",
-)
-
+# The echo model has one optional input IN_<dt> and output OUT_<dt> per Triton datatype.
 _ECHO_MODEL_PY = """\
 import triton_python_backend_utils as pb_utils
 

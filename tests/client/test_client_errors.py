@@ -39,7 +39,7 @@ def _client(front: SageMakerFront, runtime_factory: Callable[..., Any], **option
 
 
 def _triton_error(
-    triton: ServedModels, target_model: str, inputs: dict[str, np.ndarray], binary: bool
+    triton: ServedModels, target_model: str, inputs: dict[str, np.ndarray[Any, Any]], binary: bool
 ) -> tuple[int, str]:
     """What Triton itself answers to this request: its status and its ``error`` text."""
     body, content_type = encode_request(inputs, binary=binary)
@@ -63,7 +63,7 @@ def test_infer_triton_400_raises_invalid_input_with_tritons_message(
     triton: ServedModels,
     front: SageMakerFront,
     runtime_factory: Callable[..., Any],
-    inputs: dict[str, np.ndarray],
+    inputs: dict[str, np.ndarray[Any, Any]],
     fragment: str,
     binary: bool,
 ) -> None:

@@ -37,7 +37,7 @@ def make_client(front: SageMakerFront, runtime_factory: Callable[..., Any]) -> C
     return make
 
 
-def _rows(n: int, width: int) -> np.ndarray:
+def _rows(n: int, width: int) -> np.ndarray[Any, Any]:
     """Rows whose values encode their own index, so order mistakes show."""
     return (np.arange(n, dtype=np.float32)[:, None] * 1000 + np.arange(width, dtype=np.float32)).astype(
         np.float32
@@ -48,7 +48,7 @@ def _rows(n: int, width: int) -> np.ndarray:
 def test_infer_round_trip_through_invoke_endpoint(
     make_client: Callable[..., MMEClient], binary: bool
 ) -> None:
-    inputs = {
+    inputs: dict[str, np.ndarray[Any, Any]] = {
         "IN_FP32": np.arange(6, dtype=np.float32).reshape(2, 3),
         "IN_INT64": np.array([[-(2**62), 2**62]], dtype=np.int64),
         "IN_BYTES": np.array([["caf\u00e9", "x"]], dtype=object),

@@ -25,7 +25,7 @@ from mme_triton.errors import ArtifactError, EndpointNotFoundError
 pytestmark = pytest.mark.local
 
 REGION = "us-east-1"
-FAKE_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+FAKE_CREDENTIALS: dict[str, Any] = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,8 @@ def moto_url() -> Iterator[str]:
 
 
 def _aws(service: str, moto_url: str) -> Any:
-    return boto3.client(service, endpoint_url=moto_url, region_name=REGION, **FAKE_CREDENTIALS)
+    # The stubs type boto3.client() for literal service names only.
+    return boto3.client(service, endpoint_url=moto_url, region_name=REGION, **FAKE_CREDENTIALS)  # type: ignore[call-overload]
 
 
 def _queue_answers(moto_url: str, *answers: dict[str, Any]) -> None:
@@ -98,7 +99,7 @@ def test_infer_answer_depends_on_target_model(moto_url: str) -> None:
 
 def test_client_default_botocore_config() -> None:
     session = boto3.Session(region_name=REGION, **FAKE_CREDENTIALS)
-    config = MMEClient("ep", boto3_session=session).runtime_client.meta.config
+    config: Any = MMEClient("ep", boto3_session=session).runtime_client.meta.config
     assert config.read_timeout == 70
     assert config.connect_timeout == 10
     assert config.retries == {"mode": "standard", "total_max_attempts": 3}
@@ -109,7 +110,7 @@ def test_client_boto_config_is_merged_over_defaults() -> None:
     client = MMEClient(
         "ep", boto3_session=session, boto_config=Config(connect_timeout=3, max_pool_connections=50)
     )
-    config = client.runtime_client.meta.config
+    config: Any = client.runtime_client.meta.config
     assert config.connect_timeout == 3
     assert config.max_pool_connections == 50
     assert config.read_timeout == 70

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -44,7 +46,7 @@ def test_batch_rows_returns_shared_dimension_zero() -> None:
     ],
     ids=["mismatched-rows", "scalar", "no-inputs"],
 )
-def test_batch_rows_rejects_unsplittable_inputs(inputs: dict[str, np.ndarray], match: str) -> None:
+def test_batch_rows_rejects_unsplittable_inputs(inputs: dict[str, np.ndarray[Any, Any]], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         batch_rows(inputs)
 
@@ -76,7 +78,7 @@ def test_join_outputs_concatenates_in_order() -> None:
     ids=["scalar-output", "trailing-dims-differ", "different-names"],
 )
 def test_join_outputs_rejects_outputs_without_a_batch_dimension(
-    parts: list[dict[str, np.ndarray]], match: str
+    parts: list[dict[str, np.ndarray[Any, Any]]], match: str
 ) -> None:
     with pytest.raises(ValueError, match=match):
         join_outputs(parts)

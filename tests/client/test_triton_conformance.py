@@ -21,28 +21,13 @@ import numpy as np
 import pytest
 
 from mme_triton.client.codec import InferRequestedOutput, decode_response, encode_request
+from mme_triton.client.datatypes import DATATYPES
 
 if TYPE_CHECKING:
     from conftest import ServedModels
 
 pytestmark = pytest.mark.local
 
-DATATYPES = (
-    "BOOL",
-    "UINT8",
-    "UINT16",
-    "UINT32",
-    "UINT64",
-    "INT8",
-    "INT16",
-    "INT32",
-    "INT64",
-    "FP16",
-    "FP32",
-    "FP64",
-    "BF16",
-    "BYTES",
-)
 SHAPES = [(2, 3), (1, 1), (0, 3), (3, 0), (4, 257)]
 SHAPE_IDS = ["2x3", "1x1", "0x3", "3x0", "4x257"]
 LINEAR_WEIGHTS = np.array(
@@ -68,7 +53,7 @@ _NUMPY = {
 _BYTES_POOL = [b"", b"a", b"hello world", "h\u00e9llo \u2603".encode(), b"x" * 300, b'line\nbreak "quoted"']
 
 
-def sample(datatype: str, shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
+def sample(datatype: str, shape: tuple[int, ...], seed: int = 0) -> np.ndarray[Any, Any]:
     """Deterministic test data spanning the datatype's range (extremes included when there is room)."""
     rng = np.random.default_rng(seed)
     size = int(np.prod(shape))
@@ -100,7 +85,9 @@ def _echo(triton: ServedModels, body: Any, content_type: str) -> tuple[bytes, st
 NOT_IN_JSON = ("FP16", "BF16")
 
 
-def assert_same_tensor(actual: np.ndarray, expected: np.ndarray, *, max_ulp: int = 0) -> None:
+def assert_same_tensor(
+    actual: np.ndarray[Any, Any], expected: np.ndarray[Any, Any], *, max_ulp: int = 0
+) -> None:
     assert actual.shape == expected.shape
     if expected.dtype == object:
         assert actual.dtype == object

@@ -11,10 +11,29 @@ import pytest
 
 from mme_triton.client import _json
 from mme_triton.client._tensors import NUMERIC_DATATYPES
-from mme_triton.client.codec import decode_request, decode_response, encode_request, encode_response
+from mme_triton.client.codec import (
+    decode_request,
+    decode_response,
+    decode_response_full,
+    encode_request,
+    encode_response,
+)
 from mme_triton.errors import CodecError
 
 pytest.importorskip("simdjson")
+
+# A piece size that cuts every numeric array of four bytes of text or more out of the test bodies and
+# reads it in several pieces, so that small bodies run the path large bodies take.
+SMALL_PIECE = 4
+
+
+@pytest.fixture(params=[None, SMALL_PIECE], ids=["whole", "pieces"])
+def piece(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int | None:
+    """Run the test with the default piece size and with long numeric arrays read in tiny pieces."""
+    if request.param is not None:
+        monkeypatch.setattr(_json, "_PIECE", request.param)
+    value: int | None = request.param
+    return value
 
 
 def _body(*outputs: dict[str, Any]) -> bytes:
@@ -88,7 +107,12 @@ CASE_IDS = [f"{datatype}-{data}" for datatype, _, data, _ in CASES]
 
 @pytest.mark.parametrize(("datatype", "shape", "data", "expected"), CASES, ids=CASE_IDS)
 def test_decode_response_simdjson_keeps_the_strict_rules(
-    monkeypatch: pytest.MonkeyPatch, datatype: str, shape: list[int], data: str, expected: Any
+    monkeypatch: pytest.MonkeyPatch,
+    piece: int | None,
+    datatype: str,
+    shape: list[int],
+    data: str,
+    expected: Any,
 ) -> None:
     entry = f'{{"name":"x","datatype":"{datatype}","shape":{shape},"data":{data}}}'
     body = f'{{"outputs":[{entry}]}}'.encode()
@@ -102,7 +126,7 @@ def test_decode_response_simdjson_keeps_the_strict_rules(
 
 
 def test_decode_response_simdjson_agrees_on_every_json_datatype(
-    monkeypatch: pytest.MonkeyPatch, samples: dict[str, np.ndarray[Any, Any]]
+    monkeypatch: pytest.MonkeyPatch, piece: int | None, samples: dict[str, np.ndarray[Any, Any]]
 ) -> None:
     for writer in (True, False):  # orjson's float text and the standard library's
         with monkeypatch.context() as patch:
@@ -130,7 +154,7 @@ def test_decode_response_simdjson_agrees_on_every_json_datatype(
     ids=["flat", "ragged", "nested"],
 )
 def test_decode_response_simdjson_sees_nesting_beside_strings_with_brackets(
-    monkeypatch: pytest.MonkeyPatch, strings: list[str], data: str, expected: Any
+    monkeypatch: pytest.MonkeyPatch, piece: int | None, strings: list[str], data: str, expected: Any
 ) -> None:
     # A '[' inside a string must neither hide a nested array nor be taken for one.
     texts = ",".join(f'"{s}"' for s in strings)
@@ -157,11 +181,22 @@ def test_decode_response_simdjson_sees_nesting_beside_strings_with_brackets(
         b'{"outputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[1]}],"outputs":[]}',
         b'{"outputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1.5]}',
         b'{"outputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1e400]}]}',
+        b'{"outputs":[{"name":"x","datatype":"FP32","sh\\u0000ape":[1],"data":[1.5]}],"p\\u0000":1}',
+        b'{"outputs\\u0000":[],"outputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1.5]}]}',
     ],
-    ids=["nan-literal", "non-utf8-bytes", "repeated-key", "repeated-outputs", "truncated", "overflow"],
+    ids=[
+        "nan-literal",
+        "non-utf8-bytes",
+        "repeated-key",
+        "repeated-outputs",
+        "truncated",
+        "overflow",
+        "nul-in-entry-key",
+        "nul-in-header-key",
+    ],
 )
 def test_decode_response_simdjson_leaves_what_it_refuses_to_the_generic_path(
-    monkeypatch: pytest.MonkeyPatch, body: bytes
+    monkeypatch: pytest.MonkeyPatch, piece: int | None, body: bytes
 ) -> None:
     _same_outcome(_decode_with(monkeypatch, True, body), _decode_with(monkeypatch, False, body))
 
@@ -206,7 +241,7 @@ def test_decode_response_simdjson_large_documents_get_their_own_parser(
     assert decode_response(body, content_type)["y"].tobytes() == array.tobytes()
 
 
-def test_decode_response_simdjson_is_thread_safe() -> None:
+def test_decode_response_simdjson_is_thread_safe(piece: int | None) -> None:
     arrays = [np.arange(n * 1000, dtype=np.int32) - n for n in range(1, 5)]
     bodies = [encode_response({"y": a}, binary=False)[0] for a in arrays]
     failures: list[str] = []
@@ -252,3 +287,119 @@ def test_loads_tensors_marks_only_flat_numeric_data() -> None:
         NUMERIC_DATATYPES,
     )
     assert flat["outputs"][1]["data"].flat
+
+
+def test_decode_response_simdjson_reads_long_arrays_in_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No parser may see more than a piece of a long array, whatever the body's size.
+    monkeypatch.setattr(_json, "_PIECE", 64)
+    parsed: list[tuple[str, int]] = []
+    parse = _json._parse
+
+    def recording_parse(text: bytes | bytearray, slot: str = "parser") -> Any:
+        parsed.append((slot, len(text)))
+        return parse(text, slot)
+
+    monkeypatch.setattr(_json, "_parse", recording_parse)
+    arrays: dict[str, np.ndarray[Any, Any]] = {
+        "f": np.linspace(-1, 1, 200).astype(np.float32),
+        "i": np.arange(-300, 300, dtype=np.int64) * (2**53 + 1),
+        "u": np.array([2**64 - 1, 0, 2**63] * 50, dtype=np.uint64),
+        "short": np.arange(3, dtype=np.int32),
+    }
+    body, content_type = encode_response(arrays, binary=False)
+    outputs = decode_response(body, content_type)
+    for name, array in arrays.items():
+        assert outputs[name].dtype == array.dtype and outputs[name].tobytes() == array.tobytes()
+    longest_number = len(str(-300 * (2**53 + 1)))
+    pieces = [size for slot, size in parsed if slot == "pieces"]
+    rest = [size for slot, size in parsed if slot != "pieces"]
+    assert len(pieces) > len(body) // (64 + longest_number)
+    assert max(pieces) <= 1 + 64 + longest_number + 1  # '[', a piece up to the next comma, ']'
+    assert len(rest) == 1 and rest[0] < len(body) // 20  # the header around the cut arrays
+
+
+LONG = ",".join(["1"] * 20)
+PIECES_CASES = [
+    # Cut arrays that are not what they seem: each must decode exactly as the generic path decodes it.
+    (
+        "parameters-data",
+        f'{{"parameters":{{"data":[{LONG}]}},"outputs":[{{"name":"x","datatype":"INT32","shape":[20],'
+        f'"data":[{LONG}]}}]}}',
+    ),
+    (
+        "string-with-bracket",
+        f'{{"outputs":[{{"name":"x","datatype":"FP32","shape":[22],"data":[{LONG},"a]b",2]}}]}}',
+    ),
+    (
+        "object-inside",
+        f'{{"outputs":[{{"name":"x","datatype":"FP32","shape":[21],"data":[{LONG},{{"a":1}}]}}]}}',
+    ),
+    ("float-in-int", f'{{"outputs":[{{"name":"x","datatype":"INT32","shape":[21],"data":[{LONG},1.5]}}]}}'),
+    ("int8-range", f'{{"outputs":[{{"name":"x","datatype":"INT8","shape":[21],"data":[{LONG},300]}}]}}'),
+    ("count", f'{{"outputs":[{{"name":"x","datatype":"FP64","shape":[21],"data":[{LONG}]}}]}}'),
+    ("empty-shape", f'{{"outputs":[{{"name":"x","datatype":"FP64","shape":[0],"data":[{LONG}]}}]}}'),
+    # With pieces of 4 bytes, "1.5,2.5" is a piece and the comma after it leaves an empty one.
+    ("trailing-comma", '{"outputs":[{"name":"x","datatype":"FP64","shape":[2],"data":[1.5,2.5,]}]}'),
+    ("trailing-comma-space", '{"outputs":[{"name":"x","datatype":"FP64","shape":[2],"data":[1.5,2.5, ]}]}'),
+    ("double-comma", f'{{"outputs":[{{"name":"x","datatype":"FP64","shape":[21],"data":[1,,{LONG}]}}]}}'),
+    (
+        "spaces",
+        f'{{ "outputs" : [ {{ "name" : "x", "datatype" : "UINT8", "shape" : [20], '
+        f'"data" : [ {LONG} ] }} ] }}',
+    ),
+    (
+        "nested",
+        f'{{"outputs":[{{"name":"x","datatype":"INT16","shape":[2,20],"data":[[{LONG}],[{LONG}]]}}]}}',
+    ),
+    (
+        "bytes-and-bool",
+        f'{{"outputs":[{{"name":"s","datatype":"BYTES","shape":[2],"data":["{LONG}","1"]}},'
+        f'{{"name":"b","datatype":"BOOL","shape":[2],"data":[true,false]}},'
+        f'{{"name":"x","datatype":"INT64","shape":[20],"data":[{LONG}]}}]}}',
+    ),
+    (
+        "marker-in-text",
+        f'{{"parameters":{{"p":"\\u00000"}},"outputs":[{{"name":"x","datatype":"FP32","shape":[20],'
+        f'"data":[{LONG}]}}]}}',
+    ),
+    (
+        "marker-as-data",
+        f'{{"outputs":[{{"name":"a","datatype":"FP32","shape":[20],"data":"\\u00000"}},'
+        f'{{"name":"x","datatype":"FP32","shape":[20],"data":[{LONG}]}}]}}',
+    ),
+    (
+        "escaped-marker-as-data",
+        f'{{"parameters":{{"data":[{LONG}]}},"outputs":[{{"name":"a","datatype":"FP32","shape":[20],'
+        f'"data":"\\u0000\\u0030"}},{{"name":"x","datatype":"FP32","shape":[20],"data":[{LONG}]}}]}}',
+    ),
+    (
+        "data-twice",
+        f'{{"outputs":[{{"name":"x","datatype":"FP32","shape":[20],"data":[{LONG}],"data":[{LONG}]}}]}}',
+    ),
+    ("truncated", f'{{"outputs":[{{"name":"x","datatype":"FP32","shape":[20],"data":[{LONG}]}}'),
+]
+
+
+@pytest.mark.parametrize(
+    "body", [case[1].encode() for case in PIECES_CASES], ids=[c[0] for c in PIECES_CASES]
+)
+def test_decode_response_simdjson_pieces_agree_with_the_generic_path(
+    monkeypatch: pytest.MonkeyPatch, body: bytes
+) -> None:
+    monkeypatch.setattr(_json, "_PIECE", SMALL_PIECE)
+    with monkeypatch.context() as patch:
+        patch.setattr(_json, "use_simdjson", False)
+        try:
+            generic: Any = decode_response_full(body, "application/json")
+        except CodecError as exc:
+            generic = f"CodecError: {exc}"
+    try:
+        fast: Any = decode_response_full(body, "application/json")
+    except CodecError as exc:
+        fast = f"CodecError: {exc}"
+    if isinstance(generic, str):
+        assert fast == generic
+    else:
+        assert not isinstance(fast, str)
+        assert fast.parameters == generic.parameters
+        _same_outcome(fast.outputs, generic.outputs)

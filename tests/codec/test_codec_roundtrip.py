@@ -207,7 +207,7 @@ def test_decode_response_accepts_a_memoryview_body(same_tensor: SameTensor) -> N
 
 
 def test_encode_response_mixes_binary_and_json_outputs(json_backend: str, same_tensor: SameTensor) -> None:
-    outputs = {
+    outputs: dict[str, np.ndarray[Any, Any]] = {
         "a": np.arange(4, dtype=np.float32),
         "b": np.array([[1, 2]], dtype=np.int64),
         "c": np.array([b"x", b"yz"], dtype=object),
@@ -328,7 +328,11 @@ def test_encode_request_json_leaves_outputs_to_the_server_default(json_backend: 
 def test_encode_request_asks_for_each_output_in_the_chosen_format(
     binary: bool, binary_outputs: Any, expected: dict[str, bool]
 ) -> None:
-    outputs = ["y", "z", InferRequestedOutput("c", binary_data=False, class_count=3)]
+    outputs: list[str | InferRequestedOutput] = [
+        "y",
+        "z",
+        InferRequestedOutput("c", binary_data=False, class_count=3),
+    ]
     body, content_type = encode_request(
         {"x": np.ones(1, np.float32)}, outputs, binary=binary, binary_outputs=binary_outputs
     )
