@@ -11,6 +11,11 @@ object as the user metadata ``mme-triton-content-digest``; the archive's SHA-256
 ``mme-triton-sha256`` and S3 keeps a SHA-256 checksum of the upload (``ChecksumAlgorithm=SHA256``).
 An object becomes visible only when its PUT or multipart upload completes, so a reader never sees half an
 artifact; a failed multipart upload is aborted by boto3's transfer manager.
+
+The existence check and the upload are separate calls and the upload is unconditional: boto3's managed
+transfer does not pass S3's ``IfNoneMatch`` (s3transfer's ``ALLOWED_UPLOAD_ARGS`` lacks it), so two
+processes uploading different content under one name at the same moment both succeed and the last to
+complete wins. Versioned names keep racing uploaders on different keys.
 """
 
 from __future__ import annotations

@@ -60,6 +60,17 @@ def is_not_found(exc: BaseException) -> bool:
     return code == "ValidationException" and ("could not find" in message or "does not exist" in message)
 
 
+def describe_or_none(call: Any, **kwargs: Any) -> dict[str, Any] | None:
+    """``call(**kwargs)`` (a Describe* call), or None when the resource does not exist."""
+    try:
+        result: dict[str, Any] = call(**kwargs)
+    except Exception as exc:
+        if is_not_found(exc):
+            return None
+        raise
+    return result
+
+
 def check_name(kind: str, name: str) -> None:
     """SageMaker's rule for endpoint, config, variant and model names: 1-63 of [a-zA-Z0-9-], no edge '-'."""
     if not isinstance(name, str):

@@ -27,6 +27,7 @@ from mme_triton.endpoint._aws import (
     TAG_PREFIX,
     check_name,
     config_name_for,
+    describe_or_none,
     error_code,
     is_not_found,
     list_tags,
@@ -576,62 +577,48 @@ def deploy_mme(
     )
 
 
-def _describe_endpoint(sagemaker: Any, name: str) -> dict[str, Any] | None:
-    try:
-        description: dict[str, Any] = sagemaker.describe_endpoint(EndpointName=name)
-        return description
-    except Exception as exc:
-        if is_not_found(exc):
-            return None
-        raise
+#: kind -> (name parameter, ARN field, Describe* method, Create* method, what to call it in messages)
+_RESOURCES = {
+    "model": ("ModelName", "ModelArn", "describe_model", "create_model", "a model"),
+    "endpoint-config": (
+        "EndpointConfigName",
+        "EndpointConfigArn",
+        "describe_endpoint_config",
+        "create_endpoint_config",
+        "an endpoint config",
+    ),
+}
 
 
-def _ensure_model(sagemaker: Any, plan: _Plan, rollback: _Rollback, progress: DeployProgress | None) -> None:
-    try:
-        existing = sagemaker.describe_model(ModelName=plan.model_name)
-    except Exception as exc:
-        if not is_not_found(exc):
-            raise
-        existing = None
+def _ensure(
+    sagemaker: Any,
+    kind: str,
+    name: str,
+    request: Mapping[str, Any],
+    plan: _Plan,
+    rollback: _Rollback,
+    progress: DeployProgress | None,
+) -> None:
+    """Create the model or endpoint config ``name`` unless this library already made it for the endpoint.
+
+    The check comes first because moto replaces a resource created under an existing name (SageMaker
+    refuses): a resource of that name that someone else made is never touched.
+    """
+    name_key, arn_key, describe, create, label = _RESOURCES[kind]
+    existing = describe_or_none(getattr(sagemaker, describe), **{name_key: name})
     if existing is not None:
-        if list_tags(sagemaker, existing["ModelArn"]).get(TAG_ENDPOINT) != plan.endpoint_name:
+        if list_tags(sagemaker, existing[arn_key]).get(TAG_ENDPOINT) != plan.endpoint_name:
             raise DeploymentError(
-                f"a model named {plan.model_name} exists and was not created for endpoint "
-                f"{plan.endpoint_name!r}",
+                f"{label} named {name} exists and was not created for endpoint {plan.endpoint_name!r}",
                 endpoint_name=plan.endpoint_name,
             )
-        logger.info("model %s already exists", plan.model_name)
+        logger.info("%s %s already exists", kind, name)
         return
     if progress is not None:
-        progress("create-model", plan.model_name)
-    sagemaker.create_model(ModelName=plan.model_name, Tags=plan.tags, **plan.model_request)
-    rollback.add("model", plan.model_name)
-    logger.info("created model %s", plan.model_name)
-
-
-def _ensure_config(sagemaker: Any, plan: _Plan, rollback: _Rollback, progress: DeployProgress | None) -> None:
-    try:
-        existing = sagemaker.describe_endpoint_config(EndpointConfigName=plan.config_name)
-    except Exception as exc:
-        if not is_not_found(exc):
-            raise
-        existing = None
-    if existing is not None:
-        if list_tags(sagemaker, existing["EndpointConfigArn"]).get(TAG_ENDPOINT) != plan.endpoint_name:
-            raise DeploymentError(
-                f"an endpoint config named {plan.config_name} exists and was not created for endpoint "
-                f"{plan.endpoint_name!r}",
-                endpoint_name=plan.endpoint_name,
-            )
-        logger.info("endpoint config %s already exists", plan.config_name)
-        return
-    if progress is not None:
-        progress("create-endpoint-config", plan.config_name)
-    sagemaker.create_endpoint_config(
-        EndpointConfigName=plan.config_name, Tags=plan.tags, **plan.config_request
-    )
-    rollback.add("endpoint-config", plan.config_name)
-    logger.info("created endpoint config %s", plan.config_name)
+        progress(f"create-{kind}", name)
+    getattr(sagemaker, create)(**{name_key: name}, Tags=plan.tags, **request)
+    rollback.add(kind, name)
+    logger.info("created %s %s", kind, name)
 
 
 def _deploy(
@@ -646,7 +633,7 @@ def _deploy(
 ) -> dict[str, Any]:
     name = plan.endpoint_name
     deadline = time.monotonic() + timeout
-    existing = _describe_endpoint(sagemaker, name)
+    existing = describe_or_none(sagemaker.describe_endpoint, EndpointName=name)
     if existing is not None:
         if list_tags(sagemaker, existing["EndpointArn"]).get(TAG_MANAGED) != "true":
             raise DeploymentError(
@@ -664,8 +651,8 @@ def _deploy(
                 endpoint_name=name,
             )
 
-    _ensure_model(sagemaker, plan, rollback, progress)
-    _ensure_config(sagemaker, plan, rollback, progress)
+    _ensure(sagemaker, "model", plan.model_name, plan.model_request, plan, rollback, progress)
+    _ensure(sagemaker, "endpoint-config", plan.config_name, plan.config_request, plan, rollback, progress)
 
     previous_config: str | None = None
     if existing is None:

@@ -17,6 +17,8 @@ from mme_triton.endpoint._aws import (
     TAG_ENDPOINT,
     TAG_MANAGED,
     check_name,
+    describe_or_none,
+    error_code,
     is_derived_name,
     is_not_found,
     list_tags,
@@ -126,46 +128,38 @@ def _delete(report: TeardownReport, kind: str, name: str, call: Any, **kwargs: A
     return True
 
 
-def _describe(call: Any, **kwargs: Any) -> dict[str, Any] | None:
+def _tags(sagemaker: Any, arn: str) -> dict[str, str]:
+    """The resource's tags; none for a resource deleted since it was listed (e.g. by a concurrent run).
+
+    SageMaker answers ListTags on a deleted resource's ARN with a ValidationException (not always with a
+    message); the ARN itself comes from a listing, so that error means "gone".
+    """
     try:
-        result: dict[str, Any] = call(**kwargs)
-        return result
+        return list_tags(sagemaker, arn)
     except Exception as exc:
-        if is_not_found(exc):
-            return None
+        if is_not_found(exc) or error_code(exc) == "ValidationException":
+            return {}
         raise
 
 
 def _tagged_leftovers(sagemaker: Any, endpoint_name: str) -> tuple[list[str], list[str]]:
     """Configs and models named like, and tagged for, this endpoint (from earlier or interrupted runs)."""
     base = name_base(endpoint_name)
-    configs: list[str] = []
-    kwargs: dict[str, Any] = {"NameContains": base}
-    while True:
-        page = sagemaker.list_endpoint_configs(**kwargs)
-        for item in page.get("EndpointConfigs", []):
-            name = item["EndpointConfigName"]
-            if is_derived_name(endpoint_name, name, "c") and (
-                list_tags(sagemaker, item["EndpointConfigArn"]).get(TAG_ENDPOINT) == endpoint_name
-            ):
-                configs.append(name)
-        if not page.get("NextToken"):
-            break
-        kwargs["NextToken"] = page["NextToken"]
-    models: list[str] = []
-    kwargs = {"NameContains": base}
-    while True:
-        page = sagemaker.list_models(**kwargs)
-        for item in page.get("Models", []):
-            name = item["ModelName"]
-            if is_derived_name(endpoint_name, name, "m") and (
-                list_tags(sagemaker, item["ModelArn"]).get(TAG_ENDPOINT) == endpoint_name
-            ):
-                models.append(name)
-        if not page.get("NextToken"):
-            break
-        kwargs["NextToken"] = page["NextToken"]
-    return configs, models
+
+    def ours(items: list[dict[str, Any]], name_key: str, arn_key: str, kind: str) -> list[str]:
+        return [
+            item[name_key]
+            for item in items
+            if is_derived_name(endpoint_name, item[name_key], kind)
+            and _tags(sagemaker, item[arn_key]).get(TAG_ENDPOINT) == endpoint_name
+        ]
+
+    configs = _paginate(sagemaker.list_endpoint_configs, "EndpointConfigs", NameContains=base)
+    models = _paginate(sagemaker.list_models, "Models", NameContains=base)
+    return (
+        ours(configs, "EndpointConfigName", "EndpointConfigArn", "c"),
+        ours(models, "ModelName", "ModelArn", "m"),
+    )
 
 
 def teardown(
@@ -225,7 +219,7 @@ def _teardown(
     clients: _Clients, endpoint_name: str, report: TeardownReport, *, delete_artifacts: bool
 ) -> None:
     sagemaker = clients.sagemaker
-    endpoint = _describe(sagemaker.describe_endpoint, EndpointName=endpoint_name)
+    endpoint = describe_or_none(sagemaker.describe_endpoint, EndpointName=endpoint_name)
     configs: list[str] = []
     variants: set[str] = set()
     if endpoint is not None:
@@ -236,7 +230,7 @@ def _teardown(
 
     models: list[str] = []
     for config_name in configs:
-        config = _describe(sagemaker.describe_endpoint_config, EndpointConfigName=config_name)
+        config = describe_or_none(sagemaker.describe_endpoint_config, EndpointConfigName=config_name)
         for variant in (config or {}).get("ProductionVariants", []):
             variants.add(variant["VariantName"])  # removing a registration that is not there is a no-op
             if variant.get("ModelName") and variant["ModelName"] not in models:
@@ -246,7 +240,7 @@ def _teardown(
     model_data_urls: list[str] = []
     if delete_artifacts:
         for model_name in models:
-            model = _describe(sagemaker.describe_model, ModelName=model_name)
+            model = describe_or_none(sagemaker.describe_model, ModelName=model_name)
             url = ((model or {}).get("PrimaryContainer") or {}).get("ModelDataUrl")
             if url and url not in model_data_urls:
                 model_data_urls.append(url)
@@ -379,7 +373,7 @@ def sweep(
     reports: list[TeardownReport] = []
     for item in _paginate(sagemaker.list_endpoints, "Endpoints"):
         name = item["EndpointName"]
-        endpoint_tags = list_tags(sagemaker, item["EndpointArn"])
+        endpoint_tags = _tags(sagemaker, item["EndpointArn"])
         selected = (
             endpoint_tags.get(TAG_MANAGED) == "true"
             and all(endpoint_tags.get(k) == v for k, v in wanted.items())
@@ -427,7 +421,7 @@ def _sweep_orphans(
     # already in those endpoints' reports.
     in_use_configs: set[str] = set()
     for item in _paginate(sagemaker.list_endpoints, "Endpoints"):
-        described = _describe(sagemaker.describe_endpoint, EndpointName=item["EndpointName"])
+        described = describe_or_none(sagemaker.describe_endpoint, EndpointName=item["EndpointName"])
         if described is not None:
             in_use_configs.add(described["EndpointConfigName"])
 
@@ -439,7 +433,7 @@ def _sweep_orphans(
         return reports[endpoint]
 
     def selected(arn: str, created: datetime) -> tuple[bool, str]:
-        tags = list_tags(sagemaker, arn)
+        tags = _tags(sagemaker, arn)
         ok = (
             tags.get(TAG_MANAGED) == "true"
             and all(tags.get(k) == v for k, v in wanted.items())
@@ -450,7 +444,7 @@ def _sweep_orphans(
     used_models: set[str] = set()
     for item in _paginate(sagemaker.list_endpoint_configs, "EndpointConfigs"):
         name = item["EndpointConfigName"]
-        config = _describe(sagemaker.describe_endpoint_config, EndpointConfigName=name)
+        config = describe_or_none(sagemaker.describe_endpoint_config, EndpointConfigName=name)
         if config is None:
             continue
         orphan, endpoint = (False, "")

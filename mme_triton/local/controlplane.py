@@ -12,13 +12,16 @@ away; every call still goes through moto's HTTP server and moto's backends):
   as SageMaker does;
 - ``DeleteEndpoint`` runs the ``on_deleted`` hooks;
 - every ``ml.<family>.<size>`` instance type is accepted (moto's list stops at ``ml.g4dn``/``ml.p3``;
-  the library checks instance types against its own table before calling).
+  the library checks instance types against its own table before calling);
+- ``ListTags``/``AddTags``/``DeleteTags`` on the ARN of a resource that no longer exists answer
+  ``ValidationException``, as SageMaker does (moto fails with an internal error).
 
 Isolation: moto keeps state in process-global backends keyed by account id. Each ControlPlane assumes a
 role in an account id of its own (through moto's STS, whose temporary keys moto maps back to that
 account), so two ControlPlanes in one process do not see each other's resources. The patches themselves
 are process-wide but inert for accounts that no ControlPlane owns: there moto behaves as shipped, except
-that the wider instance-type check and ``UpdateEndpoint`` (switching at once) are available too.
+that the wider instance-type check, the tag calls' ``ValidationException`` and ``UpdateEndpoint``
+(switching at once) are available too.
 
 Example::
 
@@ -81,6 +84,14 @@ def _install_patches() -> None:
         backend_cls = models.SageMakerModelBackend
         original_create = backend_cls.create_endpoint
         original_delete = backend_cls.delete_endpoint
+        original_resource_from_arn = backend_cls._get_resource_from_arn
+
+        def resource_from_arn(self: Any, arn: str) -> Any:
+            # moto fails with an internal error (HTTP 500) for the ARN of a deleted resource.
+            resource = original_resource_from_arn(self, arn)
+            if resource is None:
+                raise ValidationError(message=f"Could not find resource '{arn}'.")
+            return resource
 
         def validate_instance_type(self: Any, instance_type: str) -> None:
             if not _INSTANCE_TYPE.match(instance_type or ""):
@@ -133,6 +144,7 @@ def _install_patches() -> None:
             return ActionResult({"EndpointArn": arn})
 
         setattr(models.FakeEndpointConfig, "validate_instance_type", validate_instance_type)  # noqa: B010
+        setattr(backend_cls, "_get_resource_from_arn", resource_from_arn)  # noqa: B010
         setattr(backend_cls, "create_endpoint", create_endpoint)  # noqa: B010
         setattr(backend_cls, "delete_endpoint", delete_endpoint)  # noqa: B010
         setattr(backend_cls, "update_endpoint", update_endpoint)  # noqa: B010

@@ -83,3 +83,40 @@ EMPTY: dict[str, list[str]] = {"endpoints": [], "configs": [], "models": [], "ta
 @pytest.fixture
 def nothing() -> dict[str, list[str]]:
     return {k: list(v) for k, v in EMPTY.items()}
+
+
+@pytest.fixture
+def snapshot(sm: Any, aas: Any, s3: Any) -> Any:
+    """``snapshot(bucket)``: the full description of every resource, with its tags, and the bucket's objects.
+
+    Unlike ``inventory()`` it compares settings, tags, timestamps, scaling policies and object ETags, so
+    an update, a re-tag or a re-upload shows up as a difference.
+    """
+    return lambda bucket: _snapshot(sm, aas, s3, bucket)
+
+
+def _described(answer: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in answer.items() if key != "ResponseMetadata"}
+
+
+def _snapshot(sm: Any, aas: Any, s3: Any, bucket: str) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for endpoint in sm.list_endpoints()["Endpoints"]:
+        described = _described(sm.describe_endpoint(EndpointName=endpoint["EndpointName"]))
+        described["Tags"] = sm.list_tags(ResourceArn=described["EndpointArn"])["Tags"]
+        found[f"endpoint {endpoint['EndpointName']}"] = described
+    for config in sm.list_endpoint_configs()["EndpointConfigs"]:
+        described = _described(sm.describe_endpoint_config(EndpointConfigName=config["EndpointConfigName"]))
+        described["Tags"] = sm.list_tags(ResourceArn=described["EndpointConfigArn"])["Tags"]
+        found[f"config {config['EndpointConfigName']}"] = described
+    for model in sm.list_models()["Models"]:
+        described = _described(sm.describe_model(ModelName=model["ModelName"]))
+        described["Tags"] = sm.list_tags(ResourceArn=described["ModelArn"])["Tags"]
+        found[f"model {model['ModelName']}"] = described
+    found["targets"] = aas.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"]
+    found["policies"] = aas.describe_scaling_policies(ServiceNamespace="sagemaker")["ScalingPolicies"]
+    found["objects"] = [
+        (item["Key"], item["ETag"], item["LastModified"])
+        for item in s3.list_objects_v2(Bucket=bucket).get("Contents", [])
+    ]
+    return found

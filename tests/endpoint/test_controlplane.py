@@ -221,3 +221,12 @@ def test_controlplane_wsgi_middleware_wraps_moto() -> None:
         plane.boto3_session().client("sagemaker").list_endpoints()
     assert "/endpoints/e1/invocations" in paths
     assert "/" in paths
+
+
+def test_controlplane_list_tags_of_deleted_resource_is_a_validation_error(sm: Any) -> None:
+    _model(sm)
+    arn = sm.describe_model(ModelName="m1")["ModelArn"]
+    sm.delete_model(ModelName="m1")
+    with pytest.raises(ClientError) as raised:
+        sm.list_tags(ResourceArn=arn)
+    assert raised.value.response["Error"]["Code"] == "ValidationException"

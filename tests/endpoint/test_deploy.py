@@ -20,10 +20,15 @@ def _calls(client: Any) -> list[str]:
     return names
 
 
-def _fail_on(client: Any, operation: str, service: str = "sagemaker") -> None:
-    """Make the real client raise before sending ``operation`` (a failure injected at the client)."""
+def _fail_on(client: Any, operation: str, service: str = "sagemaker", *, skip: int = 0) -> None:
+    """Make the real client raise before sending ``operation`` (a failure injected at the client), after
+    letting the first ``skip`` calls of it through."""
+    passed: list[int] = []
 
     def boom(**_: Any) -> None:
+        if len(passed) < skip:
+            passed.append(1)
+            return
         raise RuntimeError(f"injected failure at {operation}")
 
     client.meta.events.register(f"before-call.{service}.{operation}", boom)
@@ -84,24 +89,47 @@ def test_deploy_mme_cpu_instance_gets_cpu_image(
     assert image.endswith("sagemaker-tritonserver:24.09-py3-cpu")
 
 
+_MUTATING = ("Create", "Update", "Delete", "Put", "Register", "Deregister", "Add", "Upload", "Complete")
+
+
 def test_deploy_mme_rerun_with_same_settings_changes_nothing(
-    deploy_kwargs: dict[str, Any], model_data_url: str, session: Any, inventory: Callable[[], Any]
+    deploy_kwargs: dict[str, Any],
+    model_data_url: str,
+    session: Any,
+    snapshot: Callable[[str], Any],
+    tmp_path: Any,
 ) -> None:
-    first = deploy_mme(
-        "my-mme", model_data_url, environment={"SAGEMAKER_TRITON_LOG_VERBOSE": "0"}, **deploy_kwargs
-    )
-    before = inventory()
-    sagemaker = session.client("sagemaker")
-    calls = _calls(sagemaker)
+    settings: dict[str, Any] = {
+        "models": [_echo_model(tmp_path, "echo"), _echo_model(tmp_path, "echo2")],
+        "environment": TritonEnvironment(log_verbose=0, shm_default_byte_size=32 * 1024 * 1024),
+        "model_cache": "Enabled",
+        "tags": {"team": "search"},
+        "autoscaling": AutoScaling(min_capacity=1, max_capacity=3, target_invocations_per_instance=50),
+        **deploy_kwargs,
+    }
+    bucket = model_data_url[len("s3://") :].split("/", 1)[0]
+    first = deploy_mme("my-mme", model_data_url, **settings)
+    before = snapshot(bucket)
+    assert len(before["objects"]) == 2 and len(before["policies"]) == 1  # the snapshot sees them all
+    clients = {name: session.client(name) for name in ("sagemaker", "application-autoscaling", "s3")}
+    calls = [_calls(client) for client in clients.values()]
+
     second = deploy_mme(
         "my-mme",
         model_data_url,
-        environment={"SAGEMAKER_TRITON_LOG_VERBOSE": "0"},
-        **{**deploy_kwargs, "sagemaker_client": sagemaker},
+        **{
+            **settings,
+            "sagemaker_client": clients["sagemaker"],
+            "autoscaling_client": clients["application-autoscaling"],
+            "s3_client": clients["s3"],
+        },
     )
-    assert inventory() == before
+
+    assert snapshot(bucket) == before
     assert (second.endpoint_config_name, second.model_name) == (first.endpoint_config_name, first.model_name)
-    assert not [c for c in calls if c.startswith(("Create", "Update", "Delete"))]
+    sent = [name for recorded in calls for name in recorded]
+    assert "DescribeEndpoint" in sent and "HeadObject" in sent  # the recorders saw the second run
+    assert [name for name in sent if name.startswith(_MUTATING)] == []
 
 
 def test_deploy_mme_changed_settings_update_endpoint_to_new_config(
@@ -188,18 +216,9 @@ def test_deploy_mme_failure_at_each_step_rolls_back_everything(
 ) -> None:
     sagemaker = session.client("sagemaker")
     autoscaling = session.client("application-autoscaling")
-    if operation == "DescribeEndpoint":
-        # Let the existence check through, fail while waiting for InService.
-        seen: list[int] = []
-
-        def fail_second(**_: Any) -> None:
-            seen.append(1)
-            if len(seen) > 1:
-                raise RuntimeError("injected failure at DescribeEndpoint")
-
-        sagemaker.meta.events.register("before-call.sagemaker.DescribeEndpoint", fail_second)
-    else:
-        _fail_on(sagemaker if service == "sagemaker" else autoscaling, operation, service)
+    # DescribeEndpoint: let the existence check through, fail while waiting for InService.
+    skip = 1 if operation == "DescribeEndpoint" else 0
+    _fail_on(sagemaker if service == "sagemaker" else autoscaling, operation, service, skip=skip)
     with pytest.raises(DeploymentError, match=f"injected failure at {operation}") as caught:
         deploy_mme(
             "my-mme",
@@ -403,3 +422,144 @@ def test_deploy_mme_leaves_autoscaling_it_did_not_make(
     deploy_mme("my-mme", model_data_url, instance_count=2, **deploy_kwargs)
     [target] = aas.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"]
     assert target["MaxCapacity"] == 5
+
+
+@pytest.mark.parametrize("kind", ["model", "config"])
+def test_deploy_mme_refuses_a_name_taken_by_someone_else(
+    deploy_kwargs: dict[str, Any],
+    model_data_url: str,
+    session: Any,
+    sm: Any,
+    inventory: Callable[[], Any],
+    kind: str,
+) -> None:
+    # moto replaces a model or config created under an existing name; SageMaker refuses. The library
+    # checks before creating, so someone else's resource under the derived name is never replaced.
+    from mme_triton.endpoint import teardown
+
+    names = deploy_mme("my-mme", model_data_url, **deploy_kwargs)
+    teardown("my-mme", boto3_session=session)
+    container = {"Image": "their-image", "Mode": "SingleModel", "ModelDataUrl": "s3://theirs/model.tar.gz"}
+    their_model = names.model_name if kind == "model" else "their-model"
+    sm.create_model(ModelName=their_model, ExecutionRoleArn=ROLE, PrimaryContainer=container)
+    if kind == "config":
+        variant = {
+            "VariantName": "Theirs",
+            "ModelName": their_model,
+            "InstanceType": "ml.m5.large",
+            "InitialInstanceCount": 1,
+        }
+        sm.create_endpoint_config(EndpointConfigName=names.endpoint_config_name, ProductionVariants=[variant])
+    before = inventory()
+    taken = names.model_name if kind == "model" else names.endpoint_config_name
+
+    with pytest.raises(DeploymentError, match=f"{taken} exists and was not created for endpoint"):
+        deploy_mme("my-mme", model_data_url, **deploy_kwargs)
+
+    assert inventory() == before
+    assert sm.describe_model(ModelName=their_model)["PrimaryContainer"]["Image"] == "their-image"
+    if kind == "config":
+        config = sm.describe_endpoint_config(EndpointConfigName=names.endpoint_config_name)
+        assert config["ProductionVariants"][0]["VariantName"] == "Theirs"
+
+
+@pytest.mark.parametrize(
+    "operation", ["CreateModel", "CreateEndpointConfig", "UpdateEndpoint", "DescribeEndpoint"]
+)
+def test_deploy_mme_failed_update_step_leaves_the_running_deployment_as_it_was(
+    deploy_kwargs: dict[str, Any],
+    model_data_url: str,
+    session: Any,
+    sm: Any,
+    snapshot: Callable[[str], Any],
+    operation: str,
+) -> None:
+    first = deploy_mme("my-mme", model_data_url, **deploy_kwargs)
+    bucket = model_data_url[len("s3://") :].split("/", 1)[0]
+    before = snapshot(bucket)
+    sagemaker = session.client("sagemaker")
+    # DescribeEndpoint: the existence check passes, waiting for the update fails.
+    _fail_on(sagemaker, operation, skip=1 if operation == "DescribeEndpoint" else 0)
+
+    with pytest.raises(DeploymentError, match=f"injected failure at {operation}"):
+        deploy_mme(
+            "my-mme",
+            model_data_url,
+            environment={"SAGEMAKER_TRITON_LOG_VERBOSE": "0"},  # a new model and config
+            **{**deploy_kwargs, "sagemaker_client": sagemaker},
+        )
+
+    if operation == "DescribeEndpoint":
+        # The update was sent: the endpoint may still switch; what this call created is deleted anyway,
+        # and SageMaker (here, the control plane) keeps the endpoint on its old config.
+        settled = _wait_settled(sm)
+        assert settled["EndpointConfigName"] == first.endpoint_config_name
+        after = snapshot(bucket)
+        after.pop("endpoint my-mme")
+        expected = dict(before)
+        expected.pop("endpoint my-mme")
+        assert after == expected
+    else:
+        assert snapshot(bucket) == before
+
+
+def _wait_settled(sm: Any) -> dict[str, Any]:
+    import time
+
+    end = time.monotonic() + 10
+    while True:
+        description: dict[str, Any] = sm.describe_endpoint(EndpointName="my-mme")
+        if description["EndpointStatus"] not in ("Creating", "Updating") or time.monotonic() > end:
+            return description
+        time.sleep(0.02)
+
+
+def test_deploy_mme_sends_vpc_isolation_and_kms_settings(
+    deploy_kwargs: dict[str, Any], model_data_url: str, session: Any
+) -> None:
+    sagemaker = session.client("sagemaker")
+    sent: dict[str, dict[str, Any]] = {}
+
+    def record(model: Any, params: dict[str, Any], **_: Any) -> None:
+        sent[model.name] = dict(params)
+
+    sagemaker.meta.events.register("before-parameter-build.sagemaker.*", record)
+    vpc = {"SecurityGroupIds": ["sg-0123"], "Subnets": ["subnet-a", "subnet-b"]}
+    key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    deploy_mme(
+        "my-mme",
+        model_data_url,
+        vpc_config=vpc,
+        enable_network_isolation=True,
+        kms_key_id=key,
+        **{**deploy_kwargs, "sagemaker_client": sagemaker},
+    )
+    assert sent["CreateModel"]["VpcConfig"] == vpc
+    assert sent["CreateModel"]["EnableNetworkIsolation"] is True
+    assert sent["CreateEndpointConfig"]["KmsKeyId"] == key
+
+
+def test_deploy_mme_refuses_an_endpoint_left_failed(
+    plane: Any, deploy_kwargs: dict[str, Any], model_data_url: str, sm: Any, inventory: Callable[[], Any]
+) -> None:
+    plane.fail_next("my-mme", "CapacityError")
+    deploy_mme("my-mme", model_data_url, wait=False, **deploy_kwargs)  # not waited for: not rolled back
+    _wait_settled(sm)
+    before = inventory()
+    with pytest.raises(DeploymentError, match=r"is Failed \(CapacityError\); teardown\(\) it first"):
+        deploy_mme(
+            "my-mme", model_data_url, environment={"SAGEMAKER_TRITON_LOG_VERBOSE": "0"}, **deploy_kwargs
+        )
+    assert inventory() == before
+
+
+def test_deploy_mme_upload_conflict_creates_nothing_on_sagemaker(
+    deploy_kwargs: dict[str, Any], model_data_url: str, s3: Any, nothing: Any, inventory: Any, tmp_path: Any
+) -> None:
+    from mme_triton.errors import ArtifactConflictError
+
+    bucket, prefix = model_data_url[len("s3://") :].split("/", 1)
+    s3.put_object(Bucket=bucket, Key=prefix + "echo.tar.gz", Body=b"another model")
+    with pytest.raises(ArtifactConflictError):
+        deploy_mme("my-mme", model_data_url, models=[_echo_model(tmp_path)], **deploy_kwargs)
+    assert inventory() == nothing

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from mme_triton.endpoint import AutoScaling, TeardownReport, deploy_mme, sweep, teardown
+from mme_triton.errors import DeploymentError
 
 pytestmark = pytest.mark.local
 
@@ -44,15 +45,72 @@ def test_teardown_twice_reports_missing_not_errors(
     assert inventory() == nothing
 
 
-def test_teardown_of_half_created_deployment_finds_pieces_by_tag(
+def _refuse(client: Any, *operations: str) -> None:
+    """Make a real client fail ``operations`` (as an interrupted or denied call would)."""
+
+    def boom(**_: Any) -> None:
+        raise RuntimeError("injected failure")
+
+    for operation in operations:
+        client.meta.events.register(f"before-call.sagemaker.{operation}", boom)
+
+
+def _interrupted_deploy(session: Any, deploy_kwargs: dict[str, Any], url: str, *operations: str) -> None:
+    """A deployment that failed at ``operations[0]`` and whose rollback could not delete the rest."""
+    sagemaker = session.client("sagemaker")
+    _refuse(sagemaker, *operations)
+    with pytest.raises(DeploymentError, match="could not roll back"):
+        deploy_mme("my-mme", url, **{**deploy_kwargs, "sagemaker_client": sagemaker})
+
+
+@pytest.mark.parametrize(
+    ("left", "kinds"),
+    [
+        pytest.param(("CreateEndpointConfig", "DeleteModel"), ["model"], id="model-only"),
+        pytest.param(
+            ("CreateEndpoint", "DeleteEndpointConfig", "DeleteModel"),
+            ["endpoint-config", "model"],
+            id="model-and-config",
+        ),
+        pytest.param((), ["endpoint", "endpoint-config", "model"], id="endpoint-still-creating"),
+    ],
+)
+def test_teardown_of_half_created_deployment_removes_what_is_there(
+    plane: Any,
+    deploy_kwargs: dict[str, Any],
+    model_data_url: str,
+    session: Any,
+    nothing: Any,
+    inventory: Callable[[], Any],
+    left: tuple[str, ...],
+    kinds: list[str],
+) -> None:
+    plane.transition_delay = 30  # an endpoint that gets created stays Creating
+    if left:
+        _interrupted_deploy(session, deploy_kwargs, model_data_url, *left)
+    else:
+        assert deploy_mme("my-mme", model_data_url, wait=False, **deploy_kwargs).status == "Creating"
+    assert inventory() != nothing
+
+    report = teardown("my-mme", boto3_session=session)
+
+    assert sorted({kind for kind, _ in report.deleted}) == kinds
+    assert report.errors == []
+    if "endpoint" not in kinds:
+        assert report.missing == [("endpoint", "my-mme")]
+    assert inventory() == nothing
+
+
+def test_teardown_after_endpoint_deleted_by_hand_finds_pieces_by_tag(
     deployed: Any, session: Any, sm: Any, nothing: Any, inventory: Callable[[], Any]
 ) -> None:
-    # The endpoint is gone (an interrupted run, a manual delete); config and model are left behind.
+    # The endpoint is gone (a manual delete); config, model and the autoscaling registration are left.
     sm.delete_endpoint(EndpointName="my-mme")
     report = teardown("my-mme", boto3_session=session)
     assert ("endpoint", "my-mme") in report.missing
     assert report.names("endpoint-config") == [deployed.endpoint_config_name]
     assert report.names("model") == [deployed.model_name]
+    assert report.names("autoscaling") == ["endpoint/my-mme/variant/AllTraffic"]
     assert inventory() == nothing
 
 
@@ -71,7 +129,7 @@ def test_teardown_leaves_other_endpoints_alone(
 
 
 def test_teardown_concurrently_from_two_threads(
-    deployed: Any, session: Any, nothing: Any, inventory: Any
+    deployed: Any, plane: Any, nothing: Any, inventory: Any
 ) -> None:
     reports: list[TeardownReport] = []
     failures: list[BaseException] = []
@@ -80,7 +138,7 @@ def test_teardown_concurrently_from_two_threads(
     def run() -> None:
         try:
             start.wait()
-            reports.append(teardown("my-mme", boto3_session=session))
+            reports.append(teardown("my-mme", boto3_session=plane.boto3_session()))  # a session per thread
         except BaseException as exc:
             failures.append(exc)
 
@@ -92,7 +150,7 @@ def test_teardown_concurrently_from_two_threads(
     assert failures == []
     deleted = [item for report in reports for item in report.deleted]
     assert len(deleted) == len(set(deleted))  # each piece deleted once
-    assert {kind for kind, _ in deleted} >= {"endpoint", "endpoint-config", "model"}
+    assert {kind for kind, _ in deleted} == {"autoscaling", "endpoint", "endpoint-config", "model"}
     assert inventory() == nothing
 
 
@@ -173,6 +231,11 @@ def test_sweep_removes_orphaned_configs_and_models(
 
     young = sweep(tags={"team": "x"}, boto3_session=session)  # the default grace period protects them
     assert young == []
+    before = inventory()
+    [planned] = sweep(tags={"team": "x"}, orphan_min_age=timedelta(0), dry_run=True, boto3_session=session)
+    assert planned.dry_run
+    assert planned.deleted == [("endpoint-config", gone.endpoint_config_name), ("model", gone.model_name)]
+    assert inventory() == before
     reports = sweep(tags={"team": "x"}, orphan_min_age=timedelta(0), boto3_session=session)
     [report] = reports
     assert report.endpoint_name == "gone"
@@ -204,3 +267,50 @@ def test_teardown_removes_the_rest_and_reports_what_failed(deployed: Any, sessio
     assert [c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"]] == [
         deployed.endpoint_config_name
     ]
+
+
+def _delete_before_list_tags(client: Any, sm: Any) -> list[str]:
+    """Before ``client`` lists a resource's tags, delete the resource (as a concurrent run would)."""
+    deleted: list[str] = []
+    delete = {
+        "endpoint": lambda name: sm.delete_endpoint(EndpointName=name),
+        "endpoint-config": lambda name: sm.delete_endpoint_config(EndpointConfigName=name),
+        "model": lambda name: sm.delete_model(ModelName=name),
+    }
+
+    def race(params: dict[str, Any], **_: Any) -> None:
+        kind, name = params["ResourceArn"].split(":")[-1].split("/", 1)
+        if name not in deleted:
+            deleted.append(name)
+            delete[kind](name)
+
+    client.meta.events.register("before-parameter-build.sagemaker.ListTags", race)
+    return deleted
+
+
+def test_teardown_tolerates_pieces_vanishing_while_it_runs(
+    deployed: Any, session: Any, sm: Any, nothing: Any, inventory: Callable[[], Any]
+) -> None:
+    sagemaker = session.client("sagemaker")
+    vanished = _delete_before_list_tags(sagemaker, sm)
+
+    report = teardown("my-mme", sagemaker_client=sagemaker, boto3_session=session)
+
+    assert sorted(vanished) == sorted([deployed.endpoint_config_name, deployed.model_name])
+    assert report.errors == []
+    assert report.names("endpoint") == ["my-mme"]
+    assert ("endpoint-config", deployed.endpoint_config_name) in report.missing
+    assert inventory() == nothing
+
+
+def test_sweep_tolerates_endpoints_torn_down_while_it_runs(
+    deployed: Any, session: Any, sm: Any, inventory: Callable[[], Any]
+) -> None:
+    sagemaker = session.client("sagemaker")
+    vanished = _delete_before_list_tags(sagemaker, sm)
+
+    reports = sweep(sagemaker_client=sagemaker, boto3_session=session, orphans=False)
+
+    assert vanished == ["my-mme"]
+    assert reports == []  # gone before its tags were read: someone else's teardown got it
+    assert inventory()["endpoints"] == []

@@ -1,4 +1,4 @@
-"""upload_models / list_models / remove_model / parse_s3_url against moto's S3 server."""
+"""upload_models / list_models / remove_model against moto's S3 server."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from mme_triton.artifact.s3 import (
     CONTENT_DIGEST_METADATA,
     SHA256_METADATA,
     list_models,
-    parse_s3_url,
     remove_model,
     upload_models,
 )
@@ -28,55 +27,11 @@ from mme_triton.errors import ArtifactConflictError, ArtifactError, ModelValidat
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
+pytestmark = pytest.mark.local  # moto's server
+
 
 def keys(s3: S3Client, bucket: str) -> list[str]:
     return [item["Key"] for item in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
-
-
-# --- parse_s3_url ----------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("url", "expected"),
-    [
-        ("s3://my-bucket/mme/models/", ("my-bucket", "mme/models/")),
-        ("s3://my-bucket/mme/models", ("my-bucket", "mme/models/")),
-        ("s3://my-bucket", ("my-bucket", "")),
-        ("s3://my-bucket/", ("my-bucket", "")),
-        ("s3://my.bucket.v2/a", ("my.bucket.v2", "a/")),
-    ],
-    ids=["trailing-slash", "no-trailing-slash", "bucket-only", "bucket-root-slash", "dotted-bucket"],
-)
-def test_parse_s3_url_splits_bucket_and_prefix(url: str, expected: tuple[str, str]) -> None:
-    assert parse_s3_url(url) == expected
-
-
-@pytest.mark.parametrize(
-    "url",
-    [
-        "https://my-bucket.s3.amazonaws.com/mme/",
-        "my-bucket/mme/",
-        "s3://",
-        "s3://My_Bucket/mme/",
-        "s3://ab/mme/",
-        "s3://my-bucket//mme/",
-        "s3://my-bucket/mme//models/",
-        "s3://my-bucket/mme/resnet.tar.gz",
-    ],
-    ids=[
-        "https",
-        "no-scheme",
-        "no-bucket",
-        "bad-bucket",
-        "short-bucket",
-        "leading-empty",
-        "inner-empty",
-        "artifact",
-    ],
-)
-def test_parse_s3_url_rejects_what_is_not_a_prefix(url: str) -> None:
-    with pytest.raises(ValueError):
-        parse_s3_url(url)
 
 
 # --- upload_models ---------------------------------------------------------------------------------
@@ -115,6 +70,20 @@ def test_upload_models_skips_an_object_with_the_same_content(
     assert second.content_digest == first.content_digest
     assert (after["ETag"], after["LastModified"]) == (before["ETag"], before["LastModified"])
     assert any("not uploading it again" in record.getMessage() for record in caplog.records)
+
+
+def test_upload_models_same_content_another_compressor_is_unchanged(
+    repo: Path, s3: S3Client, bucket: str, url: str, tmp_path: Path
+) -> None:
+    [first] = upload_models(repo / "scale", url, s3_client=s3)
+    recompressed = package_model(repo / "scale", tmp_path / "build", compresslevel=9)
+    assert recompressed.sha256 != first.sha256  # other archive bytes ...
+
+    [second] = upload_models(recompressed, url, s3_client=s3)
+
+    assert second.status == "unchanged"  # ... same content: nothing sent
+    head = s3.head_object(Bucket=bucket, Key="mme/models/scale.tar.gz")
+    assert head["Metadata"][SHA256_METADATA] == first.sha256
 
 
 def test_upload_models_refuses_to_replace_different_content(
