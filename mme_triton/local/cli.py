@@ -9,9 +9,11 @@ from __future__ import annotations
 import argparse
 import re
 import shlex
+import signal
 import sys
 import threading
 from collections.abc import Callable
+from typing import Any
 
 __all__ = ["add_local_commands", "local_up", "parse_size", "quickstart"]
 
@@ -53,37 +55,53 @@ def parse_size(text: str) -> int:
 
 
 def local_up(args: argparse.Namespace, *, stop: threading.Event | None = None) -> int:
-    """``mme-triton local up``: run a LocalStack in the foreground until Ctrl-C (or ``stop`` is set).
+    """``mme-triton local up``: run a LocalStack in the foreground until Ctrl-C, SIGTERM or ``stop`` is set.
 
     Prints the endpoint URL, the variables another process exports to use the stack, the execution role
-    and a ModelDataUrl with its bucket created.
+    and a ModelDataUrl with its bucket created. Every endpoint's Triton runs in a process group of its own
+    (a Ctrl-C in the terminal does not reach it), so stopping goes through the stack: SIGTERM is handled
+    like Ctrl-C, and further signals are ignored until the stack has stopped.
     """
     from mme_triton.local.stack import LocalStack
 
+    budget = {} if args.memory_budget is None else {"memory_budget": args.memory_budget}
     stack = LocalStack(
         region=args.region,
-        memory_budget=args.memory_budget,
+        **budget,
         max_models=args.max_models,
         log_verbose=args.triton_log_verbose,
     )
-    with stack:
-        model_data_url = stack.model_data_url(bucket=args.bucket)
-        _out(f"mme-triton embedded stack running at {stack.endpoint_url}")
-        _out()
-        _out("# in another shell (AWS CLI, boto3, mme-triton):")
-        for name, value in stack.environment().items():
-            _out(f"export {name}={shlex.quote(value)}")
-        _out()
-        _out(f"execution role: {stack.role_arn}")
-        _out(f"model data url: {model_data_url}")
-        _out()
-        _out("Press Ctrl-C to stop.")
-        event = stop or threading.Event()
-        try:
-            while not event.wait(0.5):
+    event = stop or threading.Event()
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous: dict[signal.Signals, Any] = {}
+    if in_main_thread:
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        signal.signal(signal.SIGTERM, lambda *_: event.set())
+    try:
+        with stack:
+            model_data_url = stack.model_data_url(bucket=args.bucket)
+            _out(f"mme-triton embedded stack running at {stack.endpoint_url}")
+            _out()
+            _out("# in another shell (AWS CLI, boto3, mme-triton):")
+            for name, value in stack.environment().items():
+                _out(f"export {name}={shlex.quote(value)}")
+            _out()
+            _out(f"execution role: {stack.role_arn}")
+            _out(f"model data url: {model_data_url}")
+            _out()
+            _out("Press Ctrl-C to stop.")
+            try:
+                while not event.wait(0.5):
+                    pass
+            except KeyboardInterrupt:
                 pass
-        except KeyboardInterrupt:
             _out("stopping ...")
+            if in_main_thread:  # an impatient second Ctrl-C must not leave Tritons behind
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
     return 0
 
 
@@ -93,19 +111,33 @@ def quickstart(args: argparse.Namespace) -> int:
 
     result = run_quickstart(endpoint_name=args.endpoint_name, progress=_out)
     _out()
+    if result.calls:
+        for name, value in result.calls[0].inputs.items():
+            _out(f"input  {_tensor(name, value)}")
+    _out(f"{'TargetModel':<16} {'encoding':<8} {'latency':>11}  check")
+    seen: set[str] = set()
     for call in result.calls:
-        encoding = "binary" if call.binary else "JSON  "
-        verdict = "ok" if call.matches else "MISMATCH"
-        _out(f"{call.target_model:<16} {encoding} {call.seconds * 1000:8.1f} ms  {verdict}")
+        encoding = "binary" if call.binary else "JSON"
+        verdict = "ok (= numpy)" if call.matches else "MISMATCH with numpy"
+        first = "  (first call: download from S3 + load into Triton)" if call.target_model not in seen else ""
+        seen.add(call.target_model)
+        _out(f"{call.target_model:<16} {encoding:<8} {call.seconds * 1000:8.1f} ms  {verdict}{first}")
         for name, value in call.outputs.items():
-            rows = "; ".join(" ".join(f"{v:.4g}" for v in row) for row in value.reshape(value.shape[0], -1))
-            _out(f"    {name} {list(value.shape)} = [{rows}]")
+            _out(f"    {_tensor(name, value)}")
     _out()
     _out("timings: " + ", ".join(f"{step} {seconds:.2f}s" for step, seconds in result.timings.items()))
     if not result.ok:
         _out("error: some outputs differ from the numpy reference")
         return 1
+    _out("done: the endpoint, its models and the stack are gone. Next: `mme-triton local up` runs the stack")
+    _out("for your own models (docs/local.md).")
     return 0
+
+
+def _tensor(name: str, value: Any) -> str:
+    """``OUTPUT0 [2, 3] = [0.225 0.95 1.05; 1.475 1.2 2.3]``: a small tensor on one line, rows by ``;``."""
+    rows = "; ".join(" ".join(f"{v:.4g}" for v in row) for row in value.reshape(value.shape[0], -1))
+    return f"{name} {list(value.shape)} = [{rows}]"
 
 
 def add_local_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -121,8 +153,8 @@ def add_local_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     up.add_argument(
         "--memory-budget",
         type=parse_size,
-        default=2 * 1024**3,
-        help="bytes of extracted models an endpoint keeps loaded (default: 2GiB)",
+        default=None,
+        help="on-disk bytes of extracted models an endpoint keeps loaded (default: the stack's, 2GiB)",
     )
     up.add_argument("--max-models", type=int, default=None, help="most models an endpoint keeps loaded")
     up.add_argument(

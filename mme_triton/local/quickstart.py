@@ -221,7 +221,10 @@ def run_quickstart(
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="mme-triton-quickstart-", dir=workdir) as scratch:
         models = write_quickstart_models(Path(scratch) / "model_repository")
-        say(f"wrote {', '.join(p.name for p in models)} to {Path(scratch) / 'model_repository'}")
+        say(
+            f"wrote linear (ONNX: OUTPUT0 = INPUT0 @ W + B) and scale (Python backend: OUTPUT0 = 2 * INPUT0) "
+            f"to {Path(scratch) / 'model_repository'}"
+        )
         with _step("start", timings):
             stack = LocalStack(workdir=scratch).start()
         try:
@@ -243,6 +246,7 @@ def run_quickstart(
             x = np.arange(8, dtype=np.float32).reshape(2, 4) / 4
             targets = [f"{p.name}.tar.gz" for p in models]
             with _step("invoke", timings):
+                say(f"invoking {' and '.join(targets)} with MMEClient, binary and JSON encodings")
                 for target in targets:
                     for binary in (True, False):
                         call_started = time.perf_counter()
@@ -258,7 +262,6 @@ def run_quickstart(
                                 seconds=seconds,
                             )
                         )
-                        say(f"invoked {target} ({'binary' if binary else 'JSON'}) in {seconds * 1000:.1f} ms")
             with _step("teardown", timings):
                 say(f"tearing down {endpoint_name}")
                 teardown(endpoint_name, delete_artifacts=True, boto3_session=session)

@@ -7,8 +7,9 @@ client calls) for a multi-model endpoint like this:
 2. the body may be at most 6 MiB (6,291,456 bytes), else HTTP 413;
 3. on the first call for a ``TargetModel`` the platform downloads ``<ModelDataUrl>/<TargetModel>`` from
    S3, extracts it under ``/opt/ml/models/<hash>/model`` and asks the container to load it
-   (``POST /models``); the model stays loaded until memory runs short, and then the least recently used
-   models are unloaded (``DELETE /models/<hash>``);
+   (``POST /models``), answering ``ModelNotReadyException`` when that takes more than 60 s; the model
+   stays loaded until memory runs short, and then the least recently used models are unloaded
+   (``DELETE /models/<hash>``);
 4. the request goes to ``POST /models/<hash>/invoke``; a 2xx answer is passed back as it is, anything
    else becomes a ``ModelError`` (HTTP 424) carrying the container's status and body.
 
@@ -20,13 +21,15 @@ SageMaker sends, so boto3 raises the same ``ClientError`` codes it raises agains
 Memory budget: the least recently used models are unloaded when the **on-disk size of the extracted
 model directories** loaded in one endpoint's Triton goes over the budget (default 2 GiB), and/or when
 more than ``max_models`` are loaded. On-disk size is deterministic and known before the load; it is a
-proxy for resident memory (ONNX weights are mapped roughly one to one, Python-backend models add an
-interpreter of ~40-70 MB each that the budget does not see). A single model larger than the budget is
-still loaded (alone).
+proxy for resident memory (ONNX weights take about their file size; every model instance, ONNX ones
+included, also runs in a python-backend stub process of ~40-70 MB that the budget does not see). A single
+model larger than the budget is still loaded (alone).
 
-Loads block: a request for a model that is not loaded yet waits until it is (SageMaker answers
-``ModelNotReadyException`` only after a long download); concurrent first requests for one model share a
-single load. Unloads run on a background thread, after the requests that use the model have finished.
+Loads: a request for a model that is not loaded yet waits while it is downloaded and loaded, for at most
+60 s (``ready_timeout``); a longer load goes on in the background and the request is answered
+``ModelNotReadyException`` (HTTP 429) to be retried, as SageMaker does. Concurrent first requests for one
+model share a single load. Unloads run on a background thread, after the requests that use the model have
+finished.
 """
 
 from __future__ import annotations
@@ -43,10 +46,12 @@ import re
 import shutil
 import tarfile
 import threading
+import time
 import uuid
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, TYPE_CHECKING, Any, Protocol
@@ -60,6 +65,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MEMORY_BUDGET",
+    "DEFAULT_READY_TIMEOUT",
     "MAX_PAYLOAD_BYTES",
     "ExtractedModel",
     "InvocationRuntime",
@@ -72,6 +78,7 @@ __all__ = [
     "internal_failure",
     "model_data_not_found",
     "model_error",
+    "model_not_ready",
     "payload_too_large",
     "safe_extract",
     "target_model_hash",
@@ -85,6 +92,9 @@ MAX_PAYLOAD_BYTES = 6 * 1024 * 1024
 
 DEFAULT_MEMORY_BUDGET = 2 * 1024**3
 """Default budget: 2 GiB of extracted model files loaded per endpoint."""
+
+DEFAULT_READY_TIMEOUT = 60.0
+"""Seconds a request waits for its model's download and load before ``ModelNotReadyException``."""
 
 TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"
 _INVOCATIONS = re.compile(r"^/endpoints/(?P<name>[^/]+)/invocations/?$")
@@ -192,6 +202,25 @@ def payload_too_large(limit: int = MAX_PAYLOAD_BYTES) -> RuntimeResponse:
             ("Content-Length", str(len(body))),
         ],
         body,
+    )
+
+
+def model_not_ready(target_model: str, waited: float) -> RuntimeResponse:
+    """A ``ModelNotReadyException`` (HTTP 429): the model is still downloading or loading; retry.
+
+    Example:
+        >>> model_not_ready("big.tar.gz", 60.0).status
+        429
+    """
+    return _json_error(
+        429,
+        "ModelNotReadyException",
+        {
+            "Message": (
+                f"Model {target_model} is not ready after {waited:g} seconds: it is still being downloaded "
+                "or loaded. Retry the request."
+            )
+        },
     )
 
 
@@ -542,7 +571,8 @@ class EndpointRuntime:
         region: str,
         account_id: str,
         adapt: Callable[[Path], list[str]] | None = None,
-        load_timeout: float = 120.0,
+        ready_timeout: float = DEFAULT_READY_TIMEOUT,
+        load_timeout: float = 360.0,
         unload_timeout: float = 60.0,
         invoke_timeout: float = 60.0,
     ) -> None:
@@ -554,6 +584,7 @@ class EndpointRuntime:
         self._region = region
         self._account_id = account_id
         self._adapt = adapt
+        self._ready_timeout = ready_timeout
         self._load_timeout = load_timeout
         self._unload_timeout = unload_timeout
         self._lock = threading.Lock()
@@ -563,6 +594,7 @@ class EndpointRuntime:
         self._unloading: dict[str, Future[None]] = {}
         self._connections: queue.LifoQueue[http.client.HTTPConnection] = queue.LifoQueue()
         self._invoke_timeout = invoke_timeout
+        self._loader = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"load-{models.endpoint_name}")
         self._unloader = ThreadPoolExecutor(
             max_workers=1, thread_name_prefix=f"unload-{models.endpoint_name}"
         )
@@ -601,6 +633,7 @@ class EndpointRuntime:
         if drain_timeout > 0:
             with self._idle:
                 self._idle.wait_for(lambda: not self._in_flight, timeout=drain_timeout)
+        self._loader.shutdown(wait=False, cancel_futures=True)
         self._unloader.shutdown(wait=False, cancel_futures=True)
         with contextlib.suppress(queue.Empty):
             while True:
@@ -619,6 +652,8 @@ class EndpointRuntime:
         except ModelArchiveError as exc:
             bucket, key = self._location(target_model)
             return validation_error(f"Failed to extract model data(bucket: {bucket}, key: {key}): {exc}")
+        except _NotReady:
+            return model_not_ready(target_model, self._ready_timeout)
         except _LoadFailed as exc:
             return self._model_error(exc.status, exc.body)
         except LocalStackError as exc:
@@ -697,46 +732,54 @@ class EndpointRuntime:
         return bucket, prefix + target_model
 
     def _acquire(self, target_model: str) -> str:
-        """Make sure ``target_model`` is loaded and count one request on it; return its hash."""
+        """Make sure ``target_model`` is loaded and count one request on it; return its hash.
+
+        The download and load run on the endpoint's loader threads; concurrent first requests share one.
+        A request waits for it at most ``ready_timeout`` seconds, then gets ``ModelNotReadyException``
+        while the load goes on, as SageMaker answers within 60 s and keeps loading for up to 360 s.
+        """
         model_hash = target_model_hash(target_model)
+        deadline = time.monotonic() + self._ready_timeout
         while True:
             with self._lock:
                 if self._lru.touch(target_model):
                     self._in_flight[target_model] += 1
                     return model_hash
                 pending = self._loading.get(target_model)
-                owner = pending is None
                 if pending is None:
-                    pending = Future()
+                    pending = self._loader.submit(self._load_and_hold, target_model, model_hash)
                     self._loading[target_model] = pending
-                unloading = self._unloading.get(target_model)
-            if not owner:
-                pending.result()  # the owner's failure is this request's failure too
-                continue  # loaded now; take it through the LRU (it may have been evicted already)
             try:
-                if unloading is not None:
-                    with contextlib.suppress(Exception):
-                        unloading.result(timeout=self._unload_timeout + 5)
-                size = self._load(target_model, model_hash)
-            except BaseException as exc:
-                with self._lock:
-                    self._loading.pop(target_model, None)
-                pending.set_exception(exc)
-                raise
+                # the load's failure is this request's failure too
+                pending.result(timeout=max(0.0, deadline - time.monotonic()))
+            except FutureTimeoutError:
+                raise _NotReady(target_model) from None
+            # loaded now: take it through the LRU (a concurrent load may have evicted it already)
+
+    def _load_and_hold(self, target_model: str, model_hash: str) -> None:
+        """Wait for a pending unload of the model, load it and put it in the LRU (on a loader thread)."""
+        try:
             with self._lock:
-                evicted = self._lru.add(target_model, size)
-                self._in_flight[target_model] += 1
+                unloading = self._unloading.get(target_model)
+            if unloading is not None:
+                with contextlib.suppress(Exception):
+                    unloading.result(timeout=self._unload_timeout + 5)
+            size = self._load(target_model, model_hash)
+        except BaseException:
+            with self._lock:
                 self._loading.pop(target_model, None)
-                for victim in evicted:
-                    self._schedule_unload(victim)
-            pending.set_result(None)
-            if evicted:
-                logger.info(
-                    "endpoint %s: unloading %s to stay within the memory budget",
-                    self.endpoint_name,
-                    ", ".join(evicted),
-                )
-            return model_hash
+            raise
+        with self._lock:
+            self._loading.pop(target_model, None)
+            evicted = self._lru.add(target_model, size)
+            for victim in evicted:
+                self._schedule_unload(victim)
+        if evicted:
+            logger.info(
+                "endpoint %s: unloading %s to stay within the memory budget",
+                self.endpoint_name,
+                ", ".join(evicted),
+            )
 
     def _release(self, target_model: str) -> None:
         with self._lock:
@@ -841,6 +884,10 @@ class EndpointRuntime:
             shutil.rmtree(self._model_root(model_hash), ignore_errors=True)
 
 
+class _NotReady(Exception):
+    """The model's download and load took longer than a request waits for it."""
+
+
 class _LoadFailed(Exception):
     """Triton refused to load a model (or the stack cannot run it); answered as a ModelError."""
 
@@ -923,6 +970,9 @@ class InvocationRuntime:
             :class:`~mme_triton.local.triton.TritonServer` with ``serve_args(Environment)``.
         adapt_gpu_configs: run :func:`~mme_triton.local.adapt.adapt_for_cpu` on every extracted model.
         max_payload_bytes: the request-body limit (InvokeEndpoint's 6 MiB).
+        log_verbose: Triton's ``--log-verbose`` level for the default factory's servers.
+        ready_timeout: seconds a request waits for its model's download and load; after that it is
+            answered ``ModelNotReadyException`` while the load goes on (SageMaker: 60 s).
 
     Example:
         >>> runtime = InvocationRuntime(workdir=Path("/tmp/rt"))  # doctest: +SKIP
@@ -941,14 +991,18 @@ class InvocationRuntime:
         adapt_gpu_configs: bool = True,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         log_verbose: int = 0,
+        ready_timeout: float = DEFAULT_READY_TIMEOUT,
     ) -> None:
         ModelLRU(budget_bytes=memory_budget, max_models=max_models)  # validates both
+        if ready_timeout <= 0:
+            raise ValueError("ready_timeout must be > 0 seconds")
         self.workdir = Path(workdir)
         self.region = region
         self.account_id = account_id
         self.memory_budget = memory_budget
         self.max_models = max_models
         self.max_payload_bytes = max_payload_bytes
+        self.ready_timeout = ready_timeout
         self._triton_factory = triton_factory or _default_triton_factory(log_verbose=log_verbose)
         self._adapt_gpu_configs = adapt_gpu_configs
         self._endpoints: dict[str, EndpointRuntime] = {}
@@ -1020,6 +1074,7 @@ class InvocationRuntime:
             region=self.region,
             account_id=self.account_id,
             adapt=_gpu_adapter() if self._adapt_gpu_configs else None,
+            ready_timeout=self.ready_timeout,
         )
         with self._lock:
             closed = self._stopping.is_set()

@@ -25,7 +25,12 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from mme_triton.errors import LocalStackError
-from mme_triton.local.runtime import DEFAULT_MEMORY_BUDGET, EndpointRuntime, InvocationRuntime
+from mme_triton.local.runtime import (
+    DEFAULT_MEMORY_BUDGET,
+    DEFAULT_READY_TIMEOUT,
+    EndpointRuntime,
+    InvocationRuntime,
+)
 
 if TYPE_CHECKING:
     import boto3
@@ -66,6 +71,9 @@ class LocalStack:
             system's temporary directory. It is removed by :meth:`stop`.
         transition_delay: seconds an endpoint stays ``Creating``/``Updating`` before it goes in service.
         log_verbose: Triton's ``--log-verbose`` level for the endpoints' servers.
+        model_ready_timeout: seconds an InvokeEndpoint request waits for its model's download and load
+            (SageMaker's 60 s by default); after that it is answered ``ModelNotReadyException`` while the
+            load goes on, and a retry finds the model loaded.
         check_platform: refuse to start on a platform the Triton wheel cannot run on.
 
     Raises:
@@ -92,6 +100,7 @@ class LocalStack:
         workdir: str | Path | None = None,
         transition_delay: float = 0.0,
         log_verbose: int = 0,
+        model_ready_timeout: float = DEFAULT_READY_TIMEOUT,
         check_platform: bool = True,
     ) -> None:
         if memory_budget is not None and memory_budget <= 0:
@@ -100,12 +109,15 @@ class LocalStack:
             raise ValueError("max_models must be > 0 (or None for no count limit)")
         if transition_delay < 0:
             raise ValueError("transition_delay must be >= 0")
+        if model_ready_timeout <= 0:
+            raise ValueError("model_ready_timeout must be > 0 seconds")
         self.region = region
         self.memory_budget = memory_budget
         self.max_models = max_models
         self._workdir_parent = Path(workdir) if workdir is not None else None
         self._transition_delay = transition_delay
         self._log_verbose = log_verbose
+        self._model_ready_timeout = model_ready_timeout
         self._check_platform = check_platform
         self._plane: ControlPlane | None = None
         self._runtime: InvocationRuntime | None = None
@@ -142,6 +154,7 @@ class LocalStack:
                 memory_budget=self.memory_budget,
                 max_models=self.max_models,
                 log_verbose=self._log_verbose,
+                ready_timeout=self._model_ready_timeout,
             )
             plane = ControlPlane(
                 region=self.region,

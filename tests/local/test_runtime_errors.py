@@ -16,6 +16,7 @@ from mme_triton.local.runtime import (
     internal_failure,
     model_data_not_found,
     model_error,
+    model_not_ready,
     payload_too_large,
 )
 
@@ -88,9 +89,16 @@ def test_model_error_has_sagemakers_shape(original_status: int, error_code: str,
             "Failed to download model data(bucket: bkt, key: models/nope.tar.gz). Please ensure",
         ),
         (payload_too_large(), "413", "HTTP content length exceeded 6291456 bytes."),
+        (model_not_ready("big.tar.gz", 60.0), "ModelNotReadyException", "Model big.tar.gz is not ready"),
         (internal_failure("Triton died"), "InternalFailure", "Triton died"),
     ],
-    ids=["endpoint-not-found", "model-data-missing", "payload-too-large", "internal-failure"],
+    ids=[
+        "endpoint-not-found",
+        "model-data-missing",
+        "payload-too-large",
+        "model-not-ready",
+        "internal-failure",
+    ],
 )
 def test_runtime_errors_parse_to_the_aws_error_codes(
     response: RuntimeResponse, code: str, message: str

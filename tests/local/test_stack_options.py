@@ -13,8 +13,14 @@ pytestmark = pytest.mark.local
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"memory_budget": 0}, {"memory_budget": -5}, {"max_models": 0}, {"transition_delay": -1.0}],
-    ids=["zero-budget", "negative-budget", "zero-models", "negative-delay"],
+    [
+        {"memory_budget": 0},
+        {"memory_budget": -5},
+        {"max_models": 0},
+        {"transition_delay": -1.0},
+        {"model_ready_timeout": 0.0},
+    ],
+    ids=["zero-budget", "negative-budget", "zero-models", "negative-delay", "zero-ready-timeout"],
 )
 def test_local_stack_refuses_impossible_options(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValueError):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import logging
 import tarfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,13 @@ def _deploy(stack: LocalStack, name: str, prefix: str, models: list[Path], **kwa
     return url
 
 
+def _served_by_triton(stack: LocalStack, endpoint_name: str) -> set[str]:
+    """TargetModels with a model process in the endpoint's Triton (instances are ``<target>_<n>_<m>``)."""
+    triton = stack.triton(endpoint_name)
+    assert triton is not None
+    return {process.model.rsplit("_", 2)[0] for process in triton.model_processes()}
+
+
 def test_stack_unloads_the_least_recently_used_model_and_reloads_it_on_demand(
     small_stack: LocalStack, repository: Path, expected_linear: Any
 ) -> None:
@@ -60,6 +68,7 @@ def test_stack_unloads_the_least_recently_used_model_and_reloads_it_on_demand(
 
     assert small_stack.loaded_models("budget") == ["scale.tar.gz"]
     assert not (runtime.workdir / "models" / target_model_hash("linear.tar.gz")).exists()
+    assert _served_by_triton(small_stack, "budget") == {"scale.tar.gz"}  # unloaded from Triton itself
     loads = runtime.loads
 
     again = client.infer("linear.tar.gz", {"INPUT0": X})
@@ -68,6 +77,7 @@ def test_stack_unloads_the_least_recently_used_model_and_reloads_it_on_demand(
     np.testing.assert_allclose(again["OUTPUT0"], expected_linear(X), rtol=1e-6)
     assert runtime.loads == loads + 1
     assert small_stack.loaded_models("budget") == ["linear.tar.gz"]
+    assert _served_by_triton(small_stack, "budget") == {"linear.tar.gz"}
 
 
 def _malicious_archive(kind: str) -> bytes:
@@ -181,15 +191,10 @@ def test_stack_update_endpoint_replaces_the_triton(
     assert second is not None and second is not first
     out = MMEClient("updated", boto3_session=small_stack.boto3_session()).infer("scale.tar.gz", {"INPUT0": X})
     np.testing.assert_allclose(out["OUTPUT0"], X * 2)
-    first_stopped = [is_alive(old_pid)]
-    for _ in range(100):
-        if not first_stopped[-1]:
-            break
-        import time
-
+    deadline = time.monotonic() + 10  # the old server is stopped in the background
+    while is_alive(old_pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-        first_stopped.append(is_alive(old_pid))
-    assert not first_stopped[-1]
+    assert not is_alive(old_pid)
 
 
 def test_two_stacks_serve_side_by_side(small_stack: LocalStack, repository: Path) -> None:
@@ -213,35 +218,39 @@ def test_two_stacks_serve_side_by_side(small_stack: LocalStack, repository: Path
     assert small_stack.triton("twin") is not None
 
 
-def test_stack_refuses_a_target_model_for_a_single_model_endpoint(small_stack: LocalStack) -> None:
-    import time
-
-    sagemaker = small_stack.client("sagemaker")
+def _create_endpoint_by_hand(stack: LocalStack, name: str, container: dict[str, Any]) -> dict[str, Any]:
+    """Create the model, endpoint config and endpoint of ``container``; wait until it leaves Creating."""
+    sagemaker = stack.client("sagemaker")
+    image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagemaker-tritonserver:24.09-py3"
     sagemaker.create_model(
-        ModelName="single",
-        ExecutionRoleArn=small_stack.role_arn,
-        PrimaryContainer={
-            "Image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagemaker-tritonserver:24.09-py3",
-            "ModelDataUrl": f"s3://{small_stack.default_bucket}/single/model.tar.gz",
-            "Mode": "SingleModel",
-        },
+        ModelName=name, ExecutionRoleArn=stack.role_arn, PrimaryContainer={"Image": image, **container}
     )
     sagemaker.create_endpoint_config(
-        EndpointConfigName="single",
+        EndpointConfigName=name,
         ProductionVariants=[
             {
                 "VariantName": "AllTraffic",
-                "ModelName": "single",
+                "ModelName": name,
                 "InstanceType": "ml.m5.large",
                 "InitialInstanceCount": 1,
             }
         ],
     )
-    sagemaker.create_endpoint(EndpointName="single", EndpointConfigName="single")
+    sagemaker.create_endpoint(EndpointName=name, EndpointConfigName=name)
     deadline = time.monotonic() + 60
-    while sagemaker.describe_endpoint(EndpointName="single")["EndpointStatus"] != "InService":
+    while (described := sagemaker.describe_endpoint(EndpointName=name))["EndpointStatus"] == "Creating":
         assert time.monotonic() < deadline
         time.sleep(0.1)
+    return dict(described)
+
+
+def test_stack_refuses_a_target_model_for_a_single_model_endpoint(small_stack: LocalStack) -> None:
+    described = _create_endpoint_by_hand(
+        small_stack,
+        "single",
+        {"ModelDataUrl": f"s3://{small_stack.default_bucket}/single/model.tar.gz", "Mode": "SingleModel"},
+    )
+    assert described["EndpointStatus"] == "InService"
 
     with pytest.raises(ClientError) as raw:
         small_stack.client("sagemaker-runtime").invoke_endpoint(
@@ -255,36 +264,72 @@ def test_stack_refuses_a_target_model_for_a_single_model_endpoint(small_stack: L
 
 
 def test_stack_fails_an_endpoint_whose_environment_triton_cannot_use(small_stack: LocalStack) -> None:
-    import time
-
-    sagemaker = small_stack.client("sagemaker")
-    sagemaker.create_model(
-        ModelName="bad-env",
-        ExecutionRoleArn=small_stack.role_arn,
-        PrimaryContainer={
-            "Image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagemaker-tritonserver:24.09-py3",
+    described = _create_endpoint_by_hand(
+        small_stack,
+        "bad-env",
+        {
             "ModelDataUrl": f"s3://{small_stack.default_bucket}/bad-env/",
             "Mode": "MultiModel",
             "Environment": {"SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": "lots"},
         },
     )
-    sagemaker.create_endpoint_config(
-        EndpointConfigName="bad-env",
-        ProductionVariants=[
-            {
-                "VariantName": "AllTraffic",
-                "ModelName": "bad-env",
-                "InstanceType": "ml.m5.large",
-                "InitialInstanceCount": 1,
-            }
-        ],
-    )
-    sagemaker.create_endpoint(EndpointName="bad-env", EndpointConfigName="bad-env")
-    deadline = time.monotonic() + 60
-    while (described := sagemaker.describe_endpoint(EndpointName="bad-env"))["EndpointStatus"] == "Creating":
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
 
     assert described["EndpointStatus"] == "Failed"
     assert "SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE" in described["FailureReason"]
     assert small_stack.triton("bad-env") is None
+
+
+SLOW_MODEL_PY = """\
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        time.sleep(4)  # a model that takes a while to load
+
+    def execute(self, requests):
+        return [
+            pb_utils.InferenceResponse(
+                output_tensors=[
+                    pb_utils.Tensor(
+                        "OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy() * 2
+                    )
+                ]
+            )
+            for r in requests
+        ]
+"""
+
+
+def test_stack_answers_model_not_ready_while_a_long_load_goes_on(repository: Path, tmp_path: Path) -> None:
+    from botocore.config import Config
+
+    slow = tmp_path / "slow"
+    (slow / "1").mkdir(parents=True)
+    (slow / "1" / "model.py").write_text(SLOW_MODEL_PY)
+    config = (repository / "scale" / "config.pbtxt").read_text().replace('name: "scale"', 'name: "slow"')
+    (slow / "config.pbtxt").write_text(config)
+    with LocalStack(model_ready_timeout=1.0) as stack:
+        _deploy(stack, "slow", "slow/", [slow])
+        no_retries = stack.boto3_session().client(
+            "sagemaker-runtime", config=Config(retries={"total_max_attempts": 1})
+        )
+
+        with pytest.raises(ClientError) as raw:
+            no_retries.invoke_endpoint(
+                EndpointName="slow",
+                TargetModel="slow.tar.gz",
+                Body=b'{"inputs":[{"name":"INPUT0","shape":[1,4],"datatype":"FP32","data":[1,1,1,1]}]}',
+                ContentType="application/json",
+            )
+        # MMEClient retries ModelNotReadyException until the load that went on has finished
+        out = MMEClient("slow", boto3_session=stack.boto3_session()).infer("slow.tar.gz", {"INPUT0": X})
+        runtime = stack.endpoint_runtime("slow")
+
+        assert raw.value.response["Error"]["Code"] == "ModelNotReadyException"
+        assert raw.value.response["ResponseMetadata"]["HTTPStatusCode"] == 429
+        np.testing.assert_allclose(out["OUTPUT0"], X * 2)
+        assert runtime is not None and runtime.loads == 1
