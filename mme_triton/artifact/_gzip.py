@@ -28,6 +28,11 @@ _HEADER = b"\x1f\x8b\x08\x00" + b"\x00\x00\x00\x00" + b"\x00\xff"
 
 Buffer = bytes | bytearray | memoryview
 
+# Chunks queued for the deflate thread. A deep queue lets the reading thread run ahead while the deflate
+# thread waits for a core on a busy machine (and the other way round); with 1 MiB chunks, 16 was measured
+# faster and steadier than 3 at a load average of 1-2 on 2 cores, for 16 MiB more buffers.
+_MAX_PENDING = 16
+
 
 def isal_level(compresslevel: int) -> int:
     """ISA-L's level (0..3) for a ``compresslevel`` of 0..9: 0..3 as they are, 4..9 as 3, ISA-L's best."""
@@ -50,7 +55,7 @@ class GzipWriter:
     writes, so a caller that wants identical bytes for identical input splits it the same way.
     """
 
-    def __init__(self, fileobj: BinaryIO, *, level: int, max_pending: int = 3) -> None:
+    def __init__(self, fileobj: BinaryIO, *, level: int, max_pending: int = _MAX_PENDING) -> None:
         self._fileobj = fileobj
         self._compressor = isal_zlib.compressobj(level, isal_zlib.DEFLATED, -15)
         self._deflate = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mme-triton-deflate")

@@ -11,9 +11,10 @@ import math
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from mme_triton.model import codes
+from mme_triton.model._files import path_kind, read_regular
 from mme_triton.model._pb import ModelConfig, model_config_pb2
 from mme_triton.model.config import CONFIG_FILENAME
 from mme_triton.model.problems import Problem
@@ -313,10 +314,10 @@ def _check_missing_config(layout: Layout, backend: str | None, platform: str) ->
 def _defines_auto_complete(layout: Layout) -> bool:
     for version in layout.versions:
         try:
-            source = (layout.path / str(version) / "model.py").read_text(encoding="utf-8", errors="replace")
+            source = read_regular(layout.path / str(version) / "model.py")
         except OSError:
             continue
-        if "def auto_complete_config" in source:
+        if b"def auto_complete_config" in source:
             return True
     return False
 
@@ -389,7 +390,7 @@ def _check_platform(layout: Layout, config: ModelConfig, backend: str | None) ->
 def _ships_backend(layout: Layout, backend: str) -> bool:
     library = f"libtriton_{backend}.so"
     candidates = [layout.path / library] + [layout.path / str(v) / library for v in layout.versions]
-    return any(candidate.is_file() for candidate in candidates)
+    return any(path_kind(candidate) == "file" for candidate in candidates)
 
 
 # --- versions and files -------------------------------------------------------------------------------
@@ -422,6 +423,19 @@ def _versions_to_load(layout: Layout, config: ModelConfig | None, problems: list
     return available[:count]
 
 
+def _model_filename(config: ModelConfig | None, default: str) -> str | None:
+    """``default_model_filename`` if set, else ``default``; ``None`` when the name points outside."""
+    name: str = config.default_model_filename if config is not None else ""
+    if not name:
+        return default
+    return name if _inside_version_directory(name) else None
+
+
+def _inside_version_directory(name: str) -> bool:
+    parts = PurePosixPath(name).parts
+    return bool(parts) and "\0" not in name and not name.startswith("/") and ".." not in parts
+
+
 def _expected_files(config: ModelConfig | None, backend: str, platform: str) -> tuple[str, ...]:
     if config is not None and config.default_model_filename:
         names: tuple[str, ...] = (config.default_model_filename,)
@@ -438,10 +452,22 @@ def _check_model_files(
     names = _expected_files(config, backend, platform)
     if not names:
         return []
+    outside = [name for name in names if not _inside_version_directory(name)]
+    if outside:
+        return [
+            Problem(
+                "error",
+                codes.MODEL_FILE_MISSING,
+                f"model file name {outside[0]!r} (default_model_filename or cc_model_filenames) is not a "
+                "relative path inside the version directory; Triton looks for it in each version "
+                "directory and only the model directory goes into the archive, so name a file there",
+                layout.config_file,
+            )
+        ]
     problems: list[Problem] = []
     for version in versions:
         directory = layout.path / str(version)
-        if any((directory / name).exists() for name in names):
+        if any(_is_model_file(directory / name, backend) for name in names):
             continue
         wanted = " or ".join(names)
         problems.append(
@@ -456,33 +482,40 @@ def _check_model_files(
     return problems
 
 
-def _onnx_file(version_dir: Path, config: ModelConfig | None) -> Path | None:
-    name = (
-        config.default_model_filename
-        if config is not None and config.default_model_filename
-        else "model.onnx"
-    )
-    candidate = version_dir / name
-    if candidate.is_dir():
+def _is_model_file(path: Path, backend: str) -> bool:
+    kind = path_kind(path)
+    if backend == "onnxruntime" and kind == "dir":
         # A large ONNX model can be a directory holding model.onnx and its external data.
+        return path_kind(path / "model.onnx") == "file"
+    if backend == "python":
+        return kind == "file"
+    return kind is not None
+
+
+def _onnx_file(version_dir: Path, config: ModelConfig | None) -> Path | None:
+    name = _model_filename(config, "model.onnx")
+    if name is None:
+        return None
+    candidate = version_dir / name
+    if path_kind(candidate) == "dir":
         candidate = candidate / "model.onnx"
-    if candidate.is_file() and not candidate.is_symlink():
+    if path_kind(candidate) == "file" and not candidate.is_symlink():
         return candidate
     return None
 
 
 def _check_python_class(layout: Layout, config: ModelConfig | None, versions: Iterable[int]) -> list[Problem]:
-    filename = (
-        config.default_model_filename if config is not None and config.default_model_filename else "model.py"
-    )
+    filename = _model_filename(config, "model.py")
+    if filename is None:
+        return []  # reported as model-file-missing
     problems: list[Problem] = []
     for version in versions:
         path = layout.path / str(version) / filename
         try:
-            source = path.read_text(encoding="utf-8", errors="replace")
+            source = read_regular(path)
         except OSError:
-            continue  # missing: reported as model-file-missing
-        if "TritonPythonModel" not in source:
+            continue  # not a file: reported as model-file-missing (or special-file, symlink)
+        if b"TritonPythonModel" not in source:
             problems.append(
                 Problem(
                     "error",
@@ -504,7 +537,7 @@ def _check_python_env(layout: Layout, config: ModelConfig) -> list[Problem]:
     if not value.startswith(prefix):
         return []
     relative = value[len(prefix) :].lstrip("/")
-    if (layout.path / relative).is_file():
+    if path_kind(layout.path / relative) == "file":
         return []
     return [
         Problem(
@@ -549,6 +582,16 @@ def _check_tensors(
                     "error",
                     codes.DATATYPE_INVALID,
                     f"{label} has no data_type; set one such as TYPE_FP32, TYPE_INT64 or TYPE_STRING",
+                    where,
+                )
+            )
+        elif data_type not in model_config_pb2().DataType.values():
+            problems.append(
+                Problem(
+                    "error",
+                    codes.DATATYPE_INVALID,
+                    f"{label} has data_type {data_type}, which is no Triton datatype; use a name such as "
+                    "TYPE_FP32, TYPE_INT64 or TYPE_STRING",
                     where,
                 )
             )

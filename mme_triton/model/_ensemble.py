@@ -213,6 +213,7 @@ def _check_components(
         if not len(component.input) and not len(component.output):
             continue  # I/O left to auto-complete we cannot see; nothing to compare against
         step_batching = component.max_batch_size > 0
+        source = f"model {name!r} (step {index + 1})"
         model_inputs = {tensor.name: tensor for tensor in component.input}
         model_outputs = {tensor.name: tensor for tensor in component.output}
         input_map: Mapping[str, str] = step.input_map  # type: ignore[attr-defined]
@@ -231,12 +232,7 @@ def _check_components(
                     )
                 )
                 continue
-            seen = _Tensor(
-                f"model {name!r} (step {index + 1})",
-                model_tensor.data_type,
-                tuple(model_tensor.dims),
-                step_batching,
-            )
+            seen = _Tensor(source, model_tensor.data_type, tuple(model_tensor.dims), step_batching)
             problems.extend(_agree(tensors, tensor_name, seen, where))
         for model_input, model_tensor in model_inputs.items():
             if model_input not in input_map and not model_tensor.optional:
@@ -262,12 +258,7 @@ def _check_components(
                     )
                 )
                 continue
-            seen = _Tensor(
-                f"model {name!r} (step {index + 1})",
-                model_tensor.data_type,
-                tuple(model_tensor.dims),
-                step_batching,
-            )
+            seen = _Tensor(source, model_tensor.data_type, tuple(model_tensor.dims), step_batching)
             problems.extend(_agree(tensors, tensor_name, seen, where))
     return problems
 

@@ -12,10 +12,13 @@ StringStringEntryProto.key = 1, value = 2; SparseTensorProto.values = 1.
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
+
+from mme_triton.model._files import open_regular
 
 __all__ = ["GraphParts", "WireFormatError", "read_graph_parts"]
 
@@ -41,7 +44,7 @@ class GraphParts:
 def read_graph_parts(path: str | os.PathLike[str]) -> GraphParts:
     """Scan an ONNX ``ModelProto`` file; raises :class:`WireFormatError` when it is malformed."""
     parts = GraphParts()
-    with open(path, "rb") as stream:
+    with io.BufferedReader(open_regular(path)) as stream:
         size = os.fstat(stream.fileno()).st_size
         for number, wire, start, length in _fields(stream, 0, size):
             if number == 7 and wire == _LENGTH:

@@ -105,13 +105,15 @@ CODES: Final[dict[str, CodeInfo]] = {
     VERSION_MISSING: CodeInfo("error", "no numeric version directory, or none the version policy selects"),
     VERSION_DIRECTORY_IGNORED: CodeInfo("warning", "a directory Triton will not load as a version"),
     VERSION_POLICY_UNSATISFIED: CodeInfo("warning", "version_policy asks for versions that do not exist"),
-    MODEL_FILE_MISSING: CodeInfo("error", "a version directory lacks the file the backend loads"),
+    MODEL_FILE_MISSING: CodeInfo(
+        "error", "a version directory lacks the file the backend loads, or its name points outside"
+    ),
     PYTHON_MODEL_CLASS_MISSING: CodeInfo("error", "model.py does not define class TritonPythonModel"),
     PYTHON_ENV_MISSING: CodeInfo("error", "EXECUTION_ENV_PATH points at a file not in the model"),
     MAX_BATCH_SIZE_INVALID: CodeInfo("error", "max_batch_size is negative"),
     TENSOR_NAME_MISSING: CodeInfo("error", "an input or output has no name"),
     TENSOR_NAME_DUPLICATE: CodeInfo("error", "two inputs or two outputs share a name"),
-    DATATYPE_INVALID: CodeInfo("error", "an input or output has no data_type (TYPE_INVALID)"),
+    DATATYPE_INVALID: CodeInfo("error", "an input or output has no data_type, or one Triton does not know"),
     DIMS_INVALID: CodeInfo("error", "dims missing, 0, or below -1"),
     RESHAPE_INVALID: CodeInfo("error", "reshape does not hold the same elements as dims"),
     DYNAMIC_BATCHING_WITHOUT_BATCHING: CodeInfo(

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from mme_triton.model import codes
+from mme_triton.model._files import read_regular
 from mme_triton.model._pb import ModelConfig, model_config_pb2, new_model_config, text_format
 from mme_triton.model.problems import Problem
 
@@ -71,9 +72,9 @@ def parse_config_file(path: str | Path) -> tuple[ModelConfig | None, list[Proble
     """Read and parse a config.pbtxt file; see :func:`parse_config`.
 
     Raises:
-        OSError: the file cannot be read.
+        OSError: the file cannot be read, or is not a regular file (a FIFO is never waited on).
     """
-    raw = Path(path).read_bytes()
+    raw = read_regular(path)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -17,10 +17,11 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from mme_triton.model import codes
+from mme_triton.model._files import path_kind
 from mme_triton.model._onnx_wire import read_graph_parts
 from mme_triton.model._pb import ModelConfig, model_config_pb2, new_model_config
 from mme_triton.model.config import datatype_name
@@ -132,16 +133,17 @@ def check_onnx(path: str | Path, config: ModelConfig | None, *, where: str | Non
 
     problems: list[Problem] = []
     for location in signature.external_locations:
-        if (onnx_path.parent / location).is_file():
-            continue
-        problems.append(
-            Problem(
-                "error",
-                codes.ONNX_EXTERNAL_DATA_MISSING,
-                f"the graph keeps weights in {location!r}, which is not beside the model file; add it",
-                str(onnx_path),
+        parts = PurePosixPath(location).parts
+        if location.startswith("/") or ".." in parts or not parts:
+            message = (
+                f"the graph keeps weights in {location!r}, outside the model's directory, so the file "
+                "would not be in the archive; save the external data beside the model file"
             )
-        )
+        elif path_kind(onnx_path.parent / location) != "file":
+            message = f"the graph keeps weights in {location!r}, which is not beside the model file; add it"
+        else:
+            continue
+        problems.append(Problem("error", codes.ONNX_EXTERNAL_DATA_MISSING, message, str(onnx_path)))
     for tensor in (*signature.inputs, *signature.outputs):
         if tensor.triton_type is None:
             problems.append(

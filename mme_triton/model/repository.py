@@ -17,6 +17,7 @@ from pathlib import Path
 
 from mme_triton.model import _checks, codes
 from mme_triton.model._ensemble import check_ensemble
+from mme_triton.model._files import path_kind, read_regular
 from mme_triton.model._pb import ModelConfig
 from mme_triton.model.config import CONFIG_FILENAME, parse_config_file
 from mme_triton.model.problems import Problem
@@ -28,6 +29,9 @@ JUNK_NAMES: frozenset[str] = frozenset({".ipynb_checkpoints", "__pycache__", ".D
 # Subdirectories Triton skips when it looks for versions (model_lifecycle.cc): no warning for them.
 _NON_VERSION_DIRS = frozenset({"warmup", "initial_state", "configs"})
 _VERSION_NAME = re.compile(r"0|[1-9][0-9]*")
+# Ensembles within ensembles are followed this deep (each level is a few stack frames); any nesting is an
+# error for an archive already, so deeper chains are reported, not walked.
+_MAX_NESTING = 32
 
 
 @dataclass(frozen=True)
@@ -115,8 +119,9 @@ def load_model(path: str | os.PathLike[str]) -> TritonModel:
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
-        NotADirectoryError: ``path`` is not a directory.
+        NotADirectoryError: ``path`` (or a parent of it) is not a directory.
         PermissionError: ``path`` cannot be listed.
+        OSError: any other reason ``path`` cannot be listed (a symbolic link loop, ...).
 
     Example:
         >>> model = load_model("examples/model_repository/linear")
@@ -154,12 +159,25 @@ class _Item:
 
 
 def _walk(root: Path, arcname: str) -> Iterator[_Item]:
-    """Walk ``root`` without following symbolic links; the root itself is yielded first as a directory."""
+    """Walk ``root`` without following symbolic links: each directory before its contents, children by name.
+
+    The root itself is yielded first, as a directory; an ``OSError`` listing it propagates, a directory
+    below it that cannot be listed is yielded as ``unreadable``. Iterative, so any depth the file system
+    allows is fine.
+    """
     yield _Item(arcname, root, "dir")
-    yield from _walk_children(root, arcname, top=True)
+    stack = [_children(root, arcname, top=True)]
+    while stack:
+        item = next(stack[-1], None)
+        if item is None:
+            stack.pop()
+            continue
+        yield item
+        if item.kind == "dir":
+            stack.append(_children(item.path, item.arcname))
 
 
-def _walk_children(directory: Path, arcname: str, *, top: bool = False) -> Iterator[_Item]:
+def _children(directory: Path, arcname: str, *, top: bool = False) -> Iterator[_Item]:
     try:
         with os.scandir(directory) as it:
             children = sorted(it, key=lambda e: e.name)
@@ -180,14 +198,14 @@ def _walk_children(directory: Path, arcname: str, *, top: bool = False) -> Itera
             yield _Item(child_arc, child_path, "unreadable", error=exc.strerror or str(exc))
             continue
         if stat.S_ISLNK(info.st_mode):
-            yield _Item(child_arc, child_path, "symlink", info)
+            kind = "symlink"
         elif stat.S_ISDIR(info.st_mode):
-            yield _Item(child_arc, child_path, "dir", info)
-            yield from _walk_children(child_path, child_arc)
+            kind = "dir"
         elif stat.S_ISREG(info.st_mode):
-            yield _Item(child_arc, child_path, "file", info)
+            kind = "file"
         else:
-            yield _Item(child_arc, child_path, "special", info)
+            kind = "special"
+        yield _Item(child_arc, child_path, kind, info)
 
 
 def _hygiene(model_path: Path) -> list[Problem]:
@@ -226,7 +244,10 @@ def _hygiene(model_path: Path) -> list[Problem]:
         elif item.kind == "unreadable":
             problems.append(
                 Problem(
-                    "error", codes.UNREADABLE, f"cannot be read ({item.error}); fix its permissions", where
+                    "error",
+                    codes.UNREADABLE,
+                    f"cannot be read ({item.error}); make it readable or remove it",
+                    where,
                 )
             )
     return problems
@@ -268,7 +289,7 @@ class _Loader:
         config: ModelConfig | None = None
         config_path = model_path / CONFIG_FILENAME
         config_state = _config_state(config_path)
-        if config_state == "file":
+        if config_state == "readable":
             try:
                 config, parse_problems = parse_config_file(config_path)
             except OSError as exc:
@@ -331,6 +352,19 @@ class _Loader:
                 components[name] = None
                 continue
             component_path = model_path.parent / name
+            if len(self._in_progress) > _MAX_NESTING:
+                problems.append(
+                    Problem(
+                        "error",
+                        codes.ENSEMBLE_ARCHIVE_AMBIGUOUS,
+                        f"ensembles nested more than {_MAX_NESTING} deep; step model {name!r} and what it "
+                        "contains are not checked. SageMaker cannot serve ensembles nested in one archive: "
+                        "flatten them into one ensemble",
+                        where,
+                    )
+                )
+                components[name] = None
+                continue
             if component_path in self._in_progress:
                 cycle = " -> ".join(p.name for p in [*self._in_progress, component_path])
                 problems.append(
@@ -343,7 +377,7 @@ class _Loader:
                 )
                 components[name] = None
                 continue
-            if not component_path.is_dir():
+            if path_kind(component_path) != "dir":
                 problems.append(
                     Problem(
                         "error",
@@ -405,7 +439,7 @@ def _check_archive_ensemble(model_path: Path, members: list[Path]) -> list[Probl
     for member in members:
         config_path = member / CONFIG_FILENAME
         try:
-            text = config_path.read_text(encoding="utf-8", errors="replace")
+            text = read_regular(config_path).decode("utf-8", errors="replace")
         except OSError:
             continue  # reported where the config is read
         detected = _SAGEMAKER_ENSEMBLE_TEXT.search(text) is not None
@@ -440,10 +474,10 @@ def _config_state(config_path: Path) -> str:
     except FileNotFoundError:
         return "missing"
     except OSError:
-        return "file"  # reading it reports the error
-    if stat.S_ISLNK(info.st_mode):
-        return "symlink"  # reported by the hygiene check; never followed
-    return "file"  # a directory or special file here fails to read, which reports it
+        return "readable"  # reading it reports the error
+    if stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode):
+        return "readable"  # a directory fails to read, which reports it
+    return "special"  # a link or a FIFO, socket or device: reported by the hygiene check, never opened
 
 
 def _versions(model_path: Path) -> tuple[tuple[int, ...], list[str]]:

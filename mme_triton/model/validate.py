@@ -15,7 +15,8 @@ def validate_model(path: str | os.PathLike[str]) -> list[Problem]:
     """Validate one Triton model directory and return every problem found (errors and warnings).
 
     Ensemble steps are looked up beside the model, in the same repository, and validated too (they
-    ship in the same archive). A bad model is described, never raised.
+    ship in the same archive). A bad model is described, never raised: whatever the directory holds,
+    no file outside the model is read, and FIFOs and other special files are never opened.
 
     Parameters:
         path: the model directory, e.g. ``"model_repository/resnet"``.
@@ -26,8 +27,9 @@ def validate_model(path: str | os.PathLike[str]) -> list[Problem]:
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
-        NotADirectoryError: ``path`` is not a directory.
-        PermissionError: ``path`` cannot be read.
+        NotADirectoryError: ``path`` (or a parent of it) is not a directory.
+        PermissionError: ``path`` cannot be listed.
+        OSError: any other reason ``path`` cannot be listed (a symbolic link loop, ...).
 
     Example:
         >>> for problem in validate_model("model_repository/resnet"):
@@ -49,9 +51,8 @@ def validate_repository(path: str | os.PathLike[str]) -> dict[str, list[Problem]
         names = sorted(
             entry.name
             for entry in it
-            if entry.is_dir(follow_symlinks=False)
-            and entry.name not in JUNK_NAMES
-            and not entry.name.startswith(".")
+            # a linked model directory is a model too, as for validate_model; a dangling link is not
+            if entry.is_dir() and entry.name not in JUNK_NAMES and not entry.name.startswith(".")
         )
     for name in names:
         results[name] = validate_model(repository / name)

@@ -7,7 +7,10 @@ not committed: :data:`ONNX_FILES` says which graph goes where, and ``fixture_rep
 
 from __future__ import annotations
 
+import ctypes
+import os
 import shutil
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -121,3 +124,60 @@ def python_model(tmp_path: Path) -> Path:
     model = tmp_path / "repo" / "scale"
     shutil.copytree(FIXTURES / "valid_python" / "scale", model)
     return model
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+_CAPABILITY_VERSION_3 = 0x20080522
+_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH = 1, 2
+
+
+def _run_without_dac_override(action: Callable[[], object]) -> object:
+    """Run ``action`` on a thread whose capabilities do not bypass file permissions; its result or exception.
+
+    root reads any directory through CAP_DAC_OVERRIDE/CAP_DAC_READ_SEARCH. Linux keeps capabilities per
+    thread, so dropping the two from one thread's effective set makes permission bits apply to it (as
+    to any other owner) and leaves the rest of the test process untouched.
+    """
+    outcome: list[tuple[object, BaseException | None]] = []
+
+    def target() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        header = _CapHeader(_CAPABILITY_VERSION_3, 0)
+        data = (_CapData * 2)()
+        if libc.capget(ctypes.byref(header), data) != 0:
+            raise OSError(ctypes.get_errno(), "capget failed")
+        data[0].effective &= ~((1 << _CAP_DAC_OVERRIDE) | (1 << _CAP_DAC_READ_SEARCH))
+        if libc.capset(ctypes.byref(header), data) != 0:
+            raise OSError(ctypes.get_errno(), "capset failed")
+        try:
+            outcome.append((action(), None))
+        except BaseException as exc:  # handed to the test thread
+            outcome.append((None, exc))
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    assert outcome, "the capability change failed; see the thread's exception above"
+    result, raised = outcome[0]
+    if raised is not None:
+        raise raised
+    return result
+
+
+@pytest.fixture()
+def unprivileged() -> Callable[[Callable[[], object]], object]:
+    """Call a function so that file permissions apply to it even when the tests run as root (as CI does)."""
+    if os.geteuid() != 0:
+        return lambda action: action()
+    return _run_without_dac_override

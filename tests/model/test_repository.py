@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -114,17 +114,39 @@ def test_load_model_keeps_the_directory_name_of_a_linked_model(tmp_path: Path, f
     assert [e.arcname for e in model.entries()][:2] == ["served", "served/1"]
 
 
+def _missing(tmp_path: Path) -> Path:
+    return tmp_path / "model"
+
+
+def _file(tmp_path: Path) -> Path:
+    (tmp_path / "model").write_text("not a directory")
+    return tmp_path / "model"
+
+
+def _below_a_file(tmp_path: Path) -> Path:
+    (tmp_path / "repo").write_text("a file where the repository should be")
+    return tmp_path / "repo" / "model"
+
+
+def _link_loop(tmp_path: Path) -> Path:
+    (tmp_path / "model").symlink_to(tmp_path / "model")
+    return tmp_path / "model"
+
+
 @pytest.mark.parametrize(
-    ("kind", "error"),
-    [("missing", FileNotFoundError), ("file", NotADirectoryError)],
-    ids=["missing", "not-a-directory"],
+    ("make", "error"),
+    [
+        (_missing, FileNotFoundError),
+        (_file, NotADirectoryError),
+        (_below_a_file, NotADirectoryError),
+        (_link_loop, OSError),
+    ],
+    ids=["missing", "not-a-directory", "parent-is-a-file", "symlink-loop"],
 )
 def test_load_model_raises_for_a_path_it_cannot_read(
-    tmp_path: Path, kind: str, error: type[Exception]
+    tmp_path: Path, make: Callable[[Path], Path], error: type[Exception]
 ) -> None:
-    path = tmp_path / "model"
-    if kind == "file":
-        path.write_text("not a directory")
+    path = make(tmp_path)
 
     with pytest.raises(error):
         load_model(path)
@@ -132,14 +154,30 @@ def test_load_model_raises_for_a_path_it_cannot_read(
         mme_triton.validate_model(path)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads directories whatever their mode")
-def test_load_model_raises_permission_error_for_an_unlistable_directory(python_model: Path) -> None:
+def test_validate_model_raises_permission_error_for_an_unlistable_directory(
+    python_model: Path, unprivileged: Callable[[Callable[[], object]], object]
+) -> None:
     python_model.chmod(0)
     try:
         with pytest.raises(PermissionError):
-            load_model(python_model)
+            unprivileged(lambda: mme_triton.validate_model(python_model))
     finally:
         python_model.chmod(0o755)
+
+
+def test_validate_model_reports_an_unlistable_subdirectory(
+    python_model: Path, unprivileged: Callable[[Callable[[], object]], object]
+) -> None:
+    assets = python_model / "1" / "assets"
+    assets.mkdir()
+    assets.chmod(0)
+    try:
+        problems = unprivileged(lambda: validate_model(python_model))
+    finally:
+        assets.chmod(0o755)
+
+    assert isinstance(problems, list)
+    assert [(p.code, p.severity, p.path) for p in problems] == [("unreadable", "error", str(assets))]
 
 
 def test_top_level_validate_model_is_the_model_stage_function() -> None:
@@ -152,6 +190,19 @@ def test_validate_repository_validates_every_model(fixture_repos: Path) -> None:
     assert sorted(results) == ["linear", "pipeline", "scale"]
     assert results["linear"] == [] and results["scale"] == []
     assert [p.code for p in results["pipeline"]] == ["ensemble-batch-size-mismatch"]
+
+
+def test_validate_repository_includes_linked_model_directories(fixture_repos: Path, tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "served").symlink_to(fixture_repos / "valid_python" / "scale", target_is_directory=True)
+    (repo / "dangling").symlink_to(tmp_path / "nowhere", target_is_directory=True)
+
+    results = validate_repository(repo)
+
+    assert {name: [p.code for p in problems] for name, problems in results.items()} == {
+        "served": ["config-name-mismatch"]
+    }
 
 
 def test_junk_names_are_the_documented_three() -> None:
