@@ -31,6 +31,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from mme_triton._aws import make_client
 from mme_triton.artifact._gzip import isal_level
 from mme_triton.artifact.package import DEFAULT_COMPRESSLEVEL, SUFFIX, Artifact, _package, check_target_model
 from mme_triton.errors import ArtifactConflictError, ArtifactError, ModelValidationError
@@ -382,12 +383,10 @@ def _encryption_args(kms_key_id: str | None, sse: str | None) -> dict[str, str]:
 def _client(
     boto3_session: boto3.session.Session | None, s3_client: S3Client | None, boto_config: Config | None
 ) -> S3Client:
-    if s3_client is not None:
-        return s3_client
-    import boto3
-
-    session = boto3_session if boto3_session is not None else boto3.session.Session()
-    return session.client("s3", config=boto_config)
+    client: S3Client = make_client(
+        "s3", client=s3_client, boto3_session=boto3_session, boto_config=boto_config
+    )
+    return client
 
 
 def _aws_errors() -> tuple[type[Exception], ...]:

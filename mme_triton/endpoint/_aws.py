@@ -6,11 +6,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    import boto3
-    from botocore.config import Config
+from typing import Any
 
 TAG_MANAGED = "mme-triton:managed"
 TAG_ENDPOINT = "mme-triton:endpoint"
@@ -20,28 +16,6 @@ TAG_PREFIX = "mme-triton:"
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
 NAME_MAX = 63
 _BASE_MAX = NAME_MAX - 10  # room for "-m" / "-c" and 8 hex digits
-
-
-def make_client(
-    service: str,
-    *,
-    client: Any = None,
-    boto3_session: boto3.Session | None = None,
-    boto_config: Config | None = None,
-    region: str | None = None,
-) -> Any:
-    """``client`` if given, else one from ``boto3_session`` (or a default session) and ``boto_config``."""
-    if client is not None:
-        return client
-    if boto3_session is None:
-        import boto3
-
-        boto3_session = boto3.Session()
-    session: Any = boto3_session
-    kwargs: dict[str, Any] = {"config": boto_config}
-    if region is not None:
-        kwargs["region_name"] = region
-    return session.client(service, **kwargs)
 
 
 def error_code(exc: BaseException) -> str:

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mme_triton._aws import make_client
 from mme_triton.endpoint._aws import (
     TAG_CREATED_AT,
     TAG_ENDPOINT,
@@ -31,7 +32,6 @@ from mme_triton.endpoint._aws import (
     error_code,
     is_not_found,
     list_tags,
-    make_client,
     model_name_for,
     settings_hash,
 )

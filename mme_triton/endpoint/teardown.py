@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
+from mme_triton._aws import make_client
 from mme_triton.endpoint._aws import (
     TAG_ENDPOINT,
     TAG_MANAGED,
@@ -22,7 +23,6 @@ from mme_triton.endpoint._aws import (
     is_derived_name,
     is_not_found,
     list_tags,
-    make_client,
     name_base,
 )
 from mme_triton.endpoint.autoscaling import remove_autoscaling
