@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 import pytest
 
@@ -11,3 +12,17 @@ import pytest
 def _library_logs_at_debug(caplog: pytest.LogCaptureFixture) -> None:
     """Library log records are captured at DEBUG so failing tests show what happened."""
     caplog.set_level(logging.DEBUG, logger="mme_triton")
+
+
+@pytest.fixture(scope="module")
+def moto_url() -> Iterator[str]:
+    """moto's plain server on 127.0.0.1 (a free port), one per test module; stopped afterwards."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()

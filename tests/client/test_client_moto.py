@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
@@ -26,19 +25,6 @@ pytestmark = pytest.mark.local
 
 REGION = "us-east-1"
 FAKE_CREDENTIALS: dict[str, Any] = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
-
-
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
 
 
 def _aws(service: str, moto_url: str) -> Any:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,19 +30,6 @@ class TritonPythonModel:
 """
 
 
-@pytest.fixture(scope="module")
-def moto_endpoint() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
-
-
 @pytest.fixture
 def session() -> boto3.session.Session:
     return boto3.session.Session(
@@ -52,8 +38,8 @@ def session() -> boto3.session.Session:
 
 
 @pytest.fixture
-def s3(moto_endpoint: str, session: boto3.session.Session) -> S3Client:
-    return session.client("s3", endpoint_url=moto_endpoint, config=Config(s3={"addressing_style": "path"}))
+def s3(moto_url: str, session: boto3.session.Session) -> S3Client:
+    return session.client("s3", endpoint_url=moto_url, config=Config(s3={"addressing_style": "path"}))
 
 
 @pytest.fixture

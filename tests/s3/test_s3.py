@@ -294,10 +294,10 @@ def test_upload_models_uses_boto3_session_when_no_client_is_given(
     s3: S3Client,
     bucket: str,
     url: str,
-    moto_endpoint: str,
+    moto_url: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", moto_endpoint)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", moto_url)
 
     [uploaded] = upload_models(repo / "offset", url, boto3_session=session)
 
