@@ -134,7 +134,8 @@ class LocalStack:
 
         Raises:
             UnsupportedPlatformError: not Linux x86_64 with glibc >= 2.35.
-            LocalStackError: a piece of the stack cannot start (moto missing, no free port ...).
+            LocalStackError: a piece of the stack cannot start (nvidia-pytriton or moto missing, no free
+                port ...).
         """
         with self._lock:
             if self._plane is not None:
@@ -144,6 +145,10 @@ class LocalStack:
 
                 check_platform()
             from mme_triton.local.controlplane import ControlPlane
+            from mme_triton.local.triton import find_triton
+
+            # fail now, not when the first endpoint goes in service, if the Triton wheel is missing
+            find_triton()
 
             if self._workdir_parent is not None:
                 self._workdir_parent.mkdir(parents=True, exist_ok=True)

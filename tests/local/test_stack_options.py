@@ -57,3 +57,16 @@ def test_local_stack_stop_is_idempotent_and_start_returns_the_stack() -> None:
     stack.stop()
 
     assert not stack.running
+
+
+def test_stack_start_without_the_triton_wheel_fails_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from mme_triton.errors import LocalStackError
+
+    # as if nvidia-pytriton were not installed: the import system answers "no such module"
+    monkeypatch.setitem(sys.modules, "pytriton", None)
+    stack = LocalStack()
+    with pytest.raises(LocalStackError, match=r"pip install 'mme-triton\[local\]'"):
+        stack.start()
+    assert not stack.running
