@@ -70,9 +70,9 @@ def export_pytorch(
     """
     import torch
 
-    from mme_triton.model._pb import model_config_pb2, new_model_config
+    from mme_triton.model._pb import new_model_config
     from mme_triton.model.config import format_config
-    from mme_triton.model.onnx_check import read_graph_signature
+    from mme_triton.model.onnx_check import add_graph_tensors, read_graph_signature
     from mme_triton.model.validate import validate_model
 
     if max_batch_size < 0:
@@ -123,24 +123,12 @@ def export_pytorch(
             )
 
         graph_inputs, graph_outputs = read_graph_signature(onnx_path)
-        pb2 = model_config_pb2()
         config = new_model_config()
         config.name = target.name
         config.platform = "onnxruntime_onnx"
         config.max_batch_size = max_batch_size
-        for kind, tensors in (("input", graph_inputs), ("output", graph_outputs)):
-            for tensor in tensors:
-                entry = getattr(config, kind).add()
-                entry.name = tensor.name
-                entry.data_type = pb2.DataType.Value(tensor.triton_type or "TYPE_INVALID")
-                dims = list(tensor.dims or ())
-                if max_batch_size > 0:
-                    dims = dims[1:]
-                    if not dims:
-                        # one value per batch row: Triton spells that as dims [1] reshaped to []
-                        dims = [1]
-                        entry.reshape.SetInParent()
-                entry.dims.extend(dims)
+        add_graph_tensors(config, "input", graph_inputs)
+        add_graph_tensors(config, "output", graph_outputs)
         if max_batch_size > 0 and dynamic_batching:
             config.dynamic_batching.SetInParent()
         group = config.instance_group.add()

@@ -27,7 +27,14 @@ from mme_triton.model._pb import ModelConfig, model_config_pb2, new_model_config
 from mme_triton.model.config import datatype_name
 from mme_triton.model.problems import Problem
 
-__all__ = ["ONNX_TO_TRITON", "GraphTensor", "autocomplete_config", "check_onnx", "read_graph_signature"]
+__all__ = [
+    "ONNX_TO_TRITON",
+    "GraphTensor",
+    "add_graph_tensors",
+    "autocomplete_config",
+    "check_onnx",
+    "read_graph_signature",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -182,25 +189,34 @@ def autocomplete_config(path: str | Path, config: ModelConfig | None = None) -> 
     batching = _can_batch(signature)
     if batching and completed.max_batch_size == 0:
         completed.max_batch_size = DEFAULT_MAX_BATCH_SIZE
-    pb2 = model_config_pb2()
     for kind, tensors in (("input", signature.inputs), ("output", signature.outputs)):
-        target = getattr(completed, kind)
-        if len(target):
-            continue
-        for tensor in tensors:
-            entry = target.add()
-            entry.name = tensor.name
-            entry.data_type = pb2.DataType.Value(tensor.triton_type or "TYPE_INVALID")
-            dims = list(tensor.dims or ())
-            if completed.max_batch_size > 0 and dims:
-                dims = dims[1:]
-            if not dims:
-                dims = [1]
-                if completed.max_batch_size > 0:
-                    entry.reshape.SetInParent()
-            entry.dims.extend(dims)
+        if not len(getattr(completed, kind)):
+            add_graph_tensors(completed, kind, tensors)
     logger.debug("auto-completed config for %s: %s", path, completed)
     return completed
+
+
+def add_graph_tensors(config: ModelConfig, kind: str, tensors: Iterable[GraphTensor]) -> None:
+    """Append graph tensors to ``config.input`` or ``config.output`` (``kind``) as auto-complete writes them.
+
+    With ``config.max_batch_size > 0`` the graph's first dimension is the batch dimension and is left out
+    of ``dims``; a tensor left with no dims gets ``dims: [1]`` (with an empty ``reshape`` when batching:
+    one value per batch row).
+    """
+    pb2 = model_config_pb2()
+    target = getattr(config, kind)
+    for tensor in tensors:
+        entry = target.add()
+        entry.name = tensor.name
+        entry.data_type = pb2.DataType.Value(tensor.triton_type or "TYPE_INVALID")
+        dims = list(tensor.dims or ())
+        if config.max_batch_size > 0 and dims:
+            dims = dims[1:]
+        if not dims:
+            dims = [1]
+            if config.max_batch_size > 0:
+                entry.reshape.SetInParent()
+        entry.dims.extend(dims)
 
 
 # --------------------------------------------------------------------------------------------------
