@@ -7,6 +7,7 @@ Every subcommand calls one library function. Library errors become one ``error:`
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import sys
@@ -84,17 +85,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         warnings = [p for p in problems if p.severity == "warning"]
         failed = failed or bool(errors) or (args.strict and bool(warnings))
         if args.json:
-            report[str(path)] = [
-                {
-                    "severity": p.severity,
-                    "code": p.code,
-                    "message": p.message,
-                    "path": p.path,
-                    "line": p.line,
-                    "column": p.column,
-                }
-                for p in problems
-            ]
+            report[str(path)] = [dataclasses.asdict(p) for p in problems]
             continue
         for problem in problems:
             _out(str(problem))
