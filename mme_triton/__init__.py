@@ -15,12 +15,14 @@ from mme_triton.errors import (
     CodecError,
     DeploymentError,
     DeploymentTimeoutError,
+    EndpointError,
     EndpointFailedError,
     EndpointNotFoundError,
     InferenceError,
     InvalidInputError,
     LocalStackError,
     MMETritonError,
+    MMETritonWarning,
     ModelNotFoundError,
     ModelNotReadyError,
     ModelOutOfMemoryError,
@@ -42,8 +44,10 @@ if TYPE_CHECKING:
         decode_response,
         encode_request,
     )
-    from mme_triton.endpoint.deploy import AutoScaling, Endpoint, deploy_mme
+    from mme_triton.endpoint.autoscaling import AutoScaling
+    from mme_triton.endpoint.deploy import deploy_mme
     from mme_triton.endpoint.environment import TritonEnvironment
+    from mme_triton.endpoint.handle import Endpoint
     from mme_triton.endpoint.images import triton_image_uri
     from mme_triton.endpoint.teardown import TeardownReport, sweep, teardown
     from mme_triton.model.problems import Problem
@@ -69,8 +73,8 @@ _LAZY: dict[str, str] = {
     "triton_image_uri": "mme_triton.endpoint.images",
     "TritonEnvironment": "mme_triton.endpoint.environment",
     "deploy_mme": "mme_triton.endpoint.deploy",
-    "Endpoint": "mme_triton.endpoint.deploy",
-    "AutoScaling": "mme_triton.endpoint.deploy",
+    "Endpoint": "mme_triton.endpoint.handle",
+    "AutoScaling": "mme_triton.endpoint.autoscaling",
     "teardown": "mme_triton.endpoint.teardown",
     "sweep": "mme_triton.endpoint.teardown",
     "TeardownReport": "mme_triton.endpoint.teardown",
@@ -90,6 +94,7 @@ __all__ = [
     "DeploymentError",
     "DeploymentTimeoutError",
     "Endpoint",
+    "EndpointError",
     "EndpointFailedError",
     "EndpointNotFoundError",
     "InferInput",
@@ -99,6 +104,7 @@ __all__ = [
     "LocalStackError",
     "MMEClient",
     "MMETritonError",
+    "MMETritonWarning",
     "ModelNotFoundError",
     "ModelNotReadyError",
     "ModelOutOfMemoryError",

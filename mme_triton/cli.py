@@ -81,8 +81,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     report: dict[str, list[dict[str, Any]]] = {}
     for path in args.paths:
         problems = validate_model(path)
-        errors = [p for p in problems if p.severity == "error"]
-        warnings = [p for p in problems if p.severity == "warning"]
+        errors = [p for p in problems if p.is_error]
+        warnings = [p for p in problems if not p.is_error]
         failed = failed or bool(errors) or (args.strict and bool(warnings))
         if args.json:
             report[str(path)] = [dataclasses.asdict(p) for p in problems]

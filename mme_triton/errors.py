@@ -1,8 +1,9 @@
-"""Exceptions raised by mme_triton.
+"""Exceptions raised by mme_triton, every one of them (the module defining each is named where it is not
+this one).
 
     MMETritonError
     ├── ModelValidationError        a model directory has errors (carries the problems)
-    ├── ArtifactError               packaging or S3 artifact handling failed
+    ├── ArtifactError               packaging or S3 artifact handling failed (url and path where known)
     │   └── ArtifactConflictError   an artifact with different content already sits under that name
     ├── CodecError                  a request or response body cannot be encoded/decoded (names the tensor)
     ├── InferenceError              InvokeEndpoint failed (endpoint, target model, status, Triton's message)
@@ -13,14 +14,21 @@
     │   ├── ModelNotReadyError      the model was still loading after the retries
     │   ├── ThrottlingError         too many requests
     │   └── PayloadTooLargeError    the request body is over InvokeEndpoint's 6 MiB limit
-    ├── DeploymentError             a SageMaker control-plane step failed (rolled back)
-    │   ├── EndpointFailedError     the endpoint went to Failed (carries FailureReason)
-    │   ├── DeploymentTimeoutError  the endpoint did not reach InService in time
+    ├── EndpointError               a SageMaker control-plane step for an endpoint failed (endpoint_name)
+    │   ├── DeploymentError         deploy_mme failed; the message says what was rolled back and what kept
+    │   │   ├── EndpointFailedError     the endpoint went to Failed (carries FailureReason)
+    │   │   └── DeploymentTimeoutError  the endpoint did not reach InService in time
     │   └── TeardownError           some resources could not be removed (carries the report)
     └── LocalStackError             the embedded stack cannot run or failed
-        └── UnsupportedPlatformError  not Linux x86_64 with glibc >= 2.35
+        ├── UnsupportedPlatformError  not Linux x86_64 with glibc >= 2.35
+        ├── ModelArchiveError       an archive the stack refuses to extract  (mme_triton.local.extract)
+        ├── ModelDataNotFoundError  the artifact is not in S3  (mme_triton.local.endpoint_runtime)
+        ├── GPUModelError           a model that cannot run on the CPU  (mme_triton.local.adapt)
+        └── TritonRequestError      Triton refused a control request  (mme_triton.local.triton)
+            └── TritonLoadError     Triton refused to load a model  (mme_triton.local.triton)
 
 Misuse by the caller (a wrong type, an out-of-range option) raises plain ``ValueError``/``TypeError``.
+Warnings the library issues (a setting that does nothing, a limit it applies) are ``MMETritonWarning``.
 """
 
 from __future__ import annotations
@@ -38,12 +46,14 @@ __all__ = [
     "CodecError",
     "DeploymentError",
     "DeploymentTimeoutError",
+    "EndpointError",
     "EndpointFailedError",
     "EndpointNotFoundError",
     "InferenceError",
     "InvalidInputError",
     "LocalStackError",
     "MMETritonError",
+    "MMETritonWarning",
     "ModelNotFoundError",
     "ModelNotReadyError",
     "ModelOutOfMemoryError",
@@ -65,23 +75,35 @@ class ModelValidationError(MMETritonError):
     def __init__(self, path: str, problems: Sequence[Problem]) -> None:
         self.path = path
         self.problems = list(problems)
-        errors = [p for p in self.problems if p.severity == "error"]
+        errors = [p for p in self.problems if p.is_error]
         lines = "\n".join(f"  {p}" for p in errors)
         super().__init__(f"{path}: {len(errors)} validation error(s)\n{lines}")
 
 
 class ArtifactError(MMETritonError):
-    """Packaging a model or handling its artifact on S3 failed."""
+    """Packaging a model or handling its artifact on S3 failed; ``url`` and ``path`` say where, when known."""
+
+    def __init__(self, message: str, *, url: str | None = None, path: str | None = None) -> None:
+        self.url = url
+        self.path = path
+        super().__init__(message)
 
 
 class ArtifactConflictError(ArtifactError):
     """An artifact with different content already exists under the same name."""
 
-    def __init__(self, message: str, *, url: str, existing_digest: str | None, new_digest: str) -> None:
-        self.url = url
+    def __init__(
+        self,
+        message: str,
+        *,
+        url: str,
+        existing_digest: str | None,
+        new_digest: str,
+        path: str | None = None,
+    ) -> None:
         self.existing_digest = existing_digest
         self.new_digest = new_digest
-        super().__init__(message)
+        super().__init__(message, url=url, path=path)
 
 
 class CodecError(MMETritonError):
@@ -152,12 +174,16 @@ class PayloadTooLargeError(InferenceError):
     """The request body exceeds InvokeEndpoint's 6 MiB limit."""
 
 
-class DeploymentError(MMETritonError):
-    """A SageMaker control-plane step failed; what the call created has been removed again."""
+class EndpointError(MMETritonError):
+    """A SageMaker control-plane step for an endpoint failed; ``endpoint_name`` names the endpoint."""
 
     def __init__(self, message: str, *, endpoint_name: str | None = None) -> None:
         self.endpoint_name = endpoint_name
         super().__init__(message)
+
+
+class DeploymentError(EndpointError):
+    """Deploying failed; the message says what was rolled back and what was kept (and why)."""
 
 
 class EndpointFailedError(DeploymentError):
@@ -172,7 +198,7 @@ class DeploymentTimeoutError(DeploymentError):
     """The endpoint did not reach ``InService`` within the timeout."""
 
 
-class TeardownError(DeploymentError):
+class TeardownError(EndpointError):
     """Some pieces could not be removed; ``report`` says which (everything else was removed)."""
 
     def __init__(self, message: str, *, endpoint_name: str | None = None, report: TeardownReport) -> None:
@@ -186,3 +212,7 @@ class LocalStackError(MMETritonError):
 
 class UnsupportedPlatformError(LocalStackError):
     """The embedded stack needs Linux x86_64 with glibc >= 2.35 (what the Triton wheel is built for)."""
+
+
+class MMETritonWarning(UserWarning):
+    """A setting that will not do what it seems to, or a limit the library applied (never an error)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -26,3 +27,12 @@ def moto_url() -> Iterator[str]:
         yield f"http://{host}:{port}"
     finally:
         server.stop()
+
+
+@pytest.fixture
+def plane() -> Iterator[Any]:
+    """The embedded stack's control plane alone: moto's server with what moto lacks (no Triton)."""
+    from mme_triton.local.controlplane import ControlPlane
+
+    with ControlPlane(transition_delay=0.05) as control_plane:
+        yield control_plane

@@ -28,8 +28,28 @@ def test_public_unknown_name_raises_attribute_error() -> None:
 @pytest.mark.parametrize("name", errors.__all__)
 def test_errors_derive_from_root(name: str) -> None:
     cls = getattr(errors, name)
-    assert issubclass(cls, errors.MMETritonError)
+    assert issubclass(cls, (errors.MMETritonError, errors.MMETritonWarning))
     assert getattr(mme_triton, name) is cls
+
+
+def test_error_tree_drawing_lists_every_class() -> None:
+    """The tree at the top of errors.py names every exception the package defines, wherever it lives."""
+    import importlib
+    import pkgutil
+
+    for info in pkgutil.walk_packages(mme_triton.__path__, prefix="mme_triton."):
+        if not info.name.startswith(
+            ("mme_triton.export.", "mme_triton.local.backends", "mme_triton.__main__")
+        ):
+            importlib.import_module(info.name)
+
+    def subclasses(cls: type) -> set[type]:
+        found = set(cls.__subclasses__())
+        return found.union(*(subclasses(sub) for sub in list(found)))
+
+    defined = {cls.__name__ for cls in subclasses(errors.MMETritonError) if not cls.__name__.startswith("_")}
+    drawing = errors.__doc__ or ""
+    assert sorted(name for name in defined if name not in drawing) == []
 
 
 def test_import_is_light() -> None:

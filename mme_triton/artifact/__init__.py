@@ -13,13 +13,13 @@ boto3 is imported only when an S3 function runs.
 from __future__ import annotations
 
 from mme_triton.artifact.digest import content_digest
-from mme_triton.artifact.package import Artifact, check_target_model, package_model
+from mme_triton.artifact.package import Artifact, check_artifact_name, package_model
 from mme_triton.artifact.s3 import UploadedArtifact, list_models, parse_s3_url, remove_model, upload_models
 
 __all__ = [
     "Artifact",
     "UploadedArtifact",
-    "check_target_model",
+    "check_artifact_name",
     "content_digest",
     "list_models",
     "package_model",

@@ -23,8 +23,12 @@ def open_regular_file(path: Path) -> tuple[io.FileIO, int]:
         file = open_regular(path)
     except OSError as exc:
         if exc.errno == errno.ELOOP and os.path.islink(path):
-            raise ArtifactError(f"{path}: is a symbolic link; it cannot go into an artifact") from exc
+            raise ArtifactError(
+                f"{path}: is a symbolic link; it cannot go into an artifact", path=str(path)
+            ) from exc
         if exc.errno in (errno.EISDIR, errno.EINVAL):
-            raise ArtifactError(f"{path}: not a regular file; it cannot go into an artifact") from exc
+            raise ArtifactError(
+                f"{path}: not a regular file; it cannot go into an artifact", path=str(path)
+            ) from exc
         raise
     return file, os.fstat(file.fileno()).st_size

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
+from mme_triton._sagemaker import ARCHIVE_SUFFIX, target_model_problem
 from mme_triton.artifact import _tar
 from mme_triton.artifact._files import open_regular_file
 from mme_triton.artifact._gzip import GzipWriter, isal_level
@@ -33,16 +34,15 @@ __all__ = [
     "DEFAULT_COMPRESSLEVEL",
     "SUFFIX",
     "Artifact",
-    "check_target_model",
+    "check_artifact_name",
     "package_model",
 ]
 
 logger = logging.getLogger(__name__)
 
-SUFFIX = ".tar.gz"
+SUFFIX = ARCHIVE_SUFFIX
 # ISA-L level 1: on float weights (incompressible) as small as zlib -6 and ~30x faster.
 DEFAULT_COMPRESSLEVEL = 1
-_TARGET_MODEL_MAX = 1024
 _VERSION_HEX = 12
 
 Progress = Callable[[int, int], object]
@@ -73,22 +73,26 @@ class Artifact:
     members: tuple[str, ...]
 
 
-def check_target_model(name: str) -> str:
-    """Return ``name`` if it can be an artifact's name and a TargetModel, else raise ``ValueError``.
+def check_artifact_name(name: str) -> str:
+    """Return ``name`` if the library may create an artifact under it, else raise ``ValueError``.
 
-    A TargetModel is 1..1024 printable ASCII characters not starting with a space (InvokeEndpoint's
-    rule); as an artifact name it also ends with ``.tar.gz`` and has no ``/`` (it is one object directly
-    under the ModelDataUrl prefix, and one file in ``out_dir``).
+    The name is the TargetModel the endpoint serves the artifact under, so InvokeEndpoint's rule applies
+    (:func:`mme_triton._sagemaker.check_target_model`). On top of it, an artifact name ends with
+    ``.tar.gz``, has no ``/`` (it is one object directly under the ModelDataUrl prefix, and one file in
+    ``out_dir``) and no whitespace at all: Triton's python backend starts its stub through a shell with
+    the model name unquoted, so a model under a name with a space can never load.
     """
     if not isinstance(name, str):
         raise TypeError(f"an artifact name must be a str, not {type(name).__name__}")
     if not name.endswith(SUFFIX) or len(name) == len(SUFFIX):
         raise ValueError(f"artifact name {name!r} must end with {SUFFIX!r} (e.g. 'resnet{SUFFIX}')")
-    if len(name) > _TARGET_MODEL_MAX:
-        raise ValueError(f"artifact name is {len(name)} characters long; a TargetModel has at most 1024")
-    if not all(" " <= char <= "~" for char in name) or name.startswith(" "):
+    problem = target_model_problem(name)
+    if problem is not None:
+        raise ValueError(f"artifact name {name!r} cannot be a TargetModel: {problem}")
+    if any(char.isspace() for char in name) or not name.isascii():
         raise ValueError(
-            f"artifact name {name!r} must be printable ASCII not starting with a space (a TargetModel)"
+            f"artifact name {name!r} must be printable ASCII without whitespace: Triton's python backend "
+            "cannot load a model whose name holds a space"
         )
     if "/" in name:
         raise ValueError(f"artifact name {name!r} must not contain '/'")
@@ -110,7 +114,7 @@ def package_model(
         path: the model directory (``repo/resnet``); an ensemble's components are taken from beside it.
         out_dir: where the archive goes (created if missing); default: the current directory.
         name: the artifact's file name and TargetModel; default ``"<directory>.tar.gz"``. Must end with
-            ``.tar.gz`` (see :func:`check_target_model`).
+            ``.tar.gz`` (see :func:`check_artifact_name`).
         compresslevel: 0..9. 0..3 are ISA-L's levels; 4..9 use ISA-L's strongest, 3. The default, 1, is
             the fastest level that does not expand incompressible float weights. 0 is *not* "store":
             it is ISA-L's quickest level, which makes random float data about 24% larger.
@@ -152,7 +156,7 @@ def _check_name_options(name: str | None, versioned: bool) -> None:
             raise ValueError(
                 "give name= or versioned=True, not both: a versioned name comes from the content"
             )
-        check_target_model(name)
+        check_artifact_name(name)
 
 
 def _package(
@@ -168,10 +172,10 @@ def _package(
     directory = model.path.name
     if versioned:
         # checked now, with a digest-sized stand-in, so a bad directory name fails before any work
-        check_target_model(f"{directory}-{'0' * _VERSION_HEX}{SUFFIX}")
+        check_artifact_name(f"{directory}-{'0' * _VERSION_HEX}{SUFFIX}")
     elif name is None:
         try:
-            name = check_target_model(directory + SUFFIX)
+            name = check_artifact_name(directory + SUFFIX)
         except ValueError as exc:
             raise ValueError(f"{exc}; the directory name cannot be the TargetModel, pass name=") from exc
 
@@ -255,7 +259,9 @@ def _write_archive(
                     turn = (turn + 1) % len(ring)
                     n = _read_full(source, view[: min(CHUNK_SIZE, remaining)])
                     if n == 0:
-                        raise ArtifactError(f"{entry.path}: the file shrank while it was being packaged")
+                        raise ArtifactError(
+                            f"{entry.path}: the file shrank while it was being packaged", path=str(entry.path)
+                        )
                     chunk = view[:n]
                     sha.update(chunk)
                     gzip.write(chunk)
@@ -264,7 +270,9 @@ def _write_archive(
                     if progress is not None:
                         progress(done, total)
                 if source.read(1):
-                    raise ArtifactError(f"{entry.path}: the file grew while it was being packaged")
+                    raise ArtifactError(
+                        f"{entry.path}: the file grew while it was being packaged", path=str(entry.path)
+                    )
             gzip.write(_tar.padding(size))
             digest.add_file(entry.arcname, mode, sha.hexdigest())
         gzip.write(_tar.end_of_archive(gzip.uncompressed_size))

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import tempfile
 import threading
@@ -31,9 +30,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from mme_triton._aws import make_client
+from mme_triton._sagemaker import check_target_model, error_code, make_client, parse_s3_url
 from mme_triton.artifact._gzip import isal_level
-from mme_triton.artifact.package import DEFAULT_COMPRESSLEVEL, SUFFIX, Artifact, _package, check_target_model
+from mme_triton.artifact.package import DEFAULT_COMPRESSLEVEL, SUFFIX, Artifact, _package, check_artifact_name
 from mme_triton.errors import ArtifactConflictError, ArtifactError, ModelValidationError
 
 if TYPE_CHECKING:
@@ -59,7 +58,6 @@ logger = logging.getLogger(__name__)
 CONTENT_DIGEST_METADATA = "mme-triton-content-digest"
 SHA256_METADATA = "mme-triton-sha256"
 _MiB = 1 << 20
-_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _SSE_VALUES = ("AES256", "aws:kms", "aws:kms:dsse")
 
 UploadStatus = Literal["uploaded", "unchanged", "replaced"]
@@ -80,38 +78,6 @@ class UploadedArtifact(Artifact):
 
     url: str
     status: UploadStatus
-
-
-def parse_s3_url(url: str) -> tuple[str, str]:
-    """Split an ``s3://bucket/prefix/`` URL into ``(bucket, prefix)``.
-
-    The prefix comes back empty (the bucket's root) or ending with ``/``, with or without a trailing
-    slash in ``url``: ``"s3://models/mme"`` and ``"s3://models/mme/"`` both give ``("models", "mme/")``.
-
-    Raises:
-        ValueError: not an ``s3://`` URL, an invalid bucket name, an empty path segment (``a//b``), or a
-            URL naming a ``.tar.gz`` object (a ModelDataUrl is the prefix the artifacts sit under).
-
-    Example:
-        >>> parse_s3_url("s3://my-bucket/mme/models")
-        ('my-bucket', 'mme/models/')
-    """
-    if not isinstance(url, str):
-        raise TypeError(f"an S3 URL must be a str, not {type(url).__name__}")
-    if not url.startswith("s3://"):
-        raise ValueError(f"{url!r} is not an S3 URL; expected s3://bucket/prefix/")
-    bucket, _, key = url[len("s3://") :].partition("/")
-    if not _BUCKET.fullmatch(bucket) or ".." in bucket:
-        raise ValueError(f"{url!r}: {bucket!r} is not a valid S3 bucket name")
-    prefix = key.rstrip("/")
-    if "//" in key.rstrip("/") or key.startswith("/"):
-        raise ValueError(f"{url!r} has an empty path segment ('//')")
-    if prefix.endswith(SUFFIX):
-        raise ValueError(
-            f"{url!r} names an artifact; give the prefix the artifacts sit under (the ModelDataUrl), "
-            f"e.g. s3://{bucket}/{prefix.rpartition('/')[0]}"
-        )
-    return bucket, f"{prefix}/" if prefix else ""
 
 
 def upload_models(
@@ -247,7 +213,7 @@ def list_models(
                 if name.endswith(SUFFIX) and len(name) > len(SUFFIX):
                     names.append(name)
     except _aws_errors() as exc:
-        raise ArtifactError(f"cannot list {model_data_url}: {exc}") from exc
+        raise ArtifactError(f"cannot list {model_data_url}: {exc}", url=model_data_url) from exc
     return sorted(names)
 
 
@@ -272,7 +238,11 @@ def remove_model(
         True
     """
     bucket, prefix = parse_s3_url(model_data_url)
-    check_target_model(name)
+    check_target_model(name)  # any name another tool may have uploaded under, spaces included
+    if not name.endswith(SUFFIX) or len(name) == len(SUFFIX) or "/" in name:
+        raise ValueError(
+            f"model name {name!r} must be '<name>{SUFFIX}', one object directly under the prefix (no '/')"
+        )
     client = _client(boto3_session, s3_client, boto_config)
     key = prefix + name
     url = f"s3://{bucket}/{key}"
@@ -282,7 +252,7 @@ def remove_model(
     try:
         client.delete_object(Bucket=bucket, Key=key)
     except _aws_errors() as exc:
-        raise ArtifactError(f"cannot delete {url}: {exc}") from exc
+        raise ArtifactError(f"cannot delete {url}: {exc}", url=url) from exc
     logger.info("removed %s", url)
     return True
 
@@ -312,12 +282,15 @@ def _load_inputs(
     known_names: dict[str, str] = {}
     for item in items:
         if isinstance(item, Artifact):
-            check_target_model(item.name)
+            check_artifact_name(item.name)
             if not item.path.is_file():
-                raise ArtifactError(f"{item.path}: the archive of {item.name!r} does not exist any more")
+                raise ArtifactError(
+                    f"{item.path}: the archive of {item.name!r} does not exist any more", path=str(item.path)
+                )
             if item.path.stat().st_size != item.size:
                 raise ArtifactError(
-                    f"{item.path}: the archive of {item.name!r} changed since it was packaged"
+                    f"{item.path}: the archive of {item.name!r} changed since it was packaged",
+                    path=str(item.path),
                 )
             loaded.append(item)
             name = item.name
@@ -328,7 +301,7 @@ def _load_inputs(
             loaded.append(model)
             if versioned:
                 continue  # the name depends on the content; checked once packaged
-            name = check_target_model(model.path.name + SUFFIX)
+            name = check_artifact_name(model.path.name + SUFFIX)
         if name in known_names:
             raise ValueError(f"{known_names[name]} and {item} would both be uploaded as {name!r}")
         known_names[name] = str(item)
@@ -403,11 +376,11 @@ def _head(client: S3Client, bucket: str, key: str) -> dict[str, Any] | None:
     try:
         return dict(client.head_object(Bucket=bucket, Key=key))
     except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+        if error_code(exc) in ("404", "NoSuchKey", "NotFound"):
             return None
-        raise ArtifactError(f"cannot check s3://{bucket}/{key}: {exc}") from exc
+        raise ArtifactError(f"cannot check s3://{bucket}/{key}: {exc}", url=f"s3://{bucket}/{key}") from exc
     except _aws_errors() as exc:
-        raise ArtifactError(f"cannot check s3://{bucket}/{key}: {exc}") from exc
+        raise ArtifactError(f"cannot check s3://{bucket}/{key}: {exc}", url=f"s3://{bucket}/{key}") from exc
 
 
 def _upload_one(
@@ -436,6 +409,7 @@ def _upload_one(
                 url=url,
                 existing_digest=existing_digest,
                 new_digest=artifact.content_digest,
+                path=str(artifact.path),
             )
         logger.warning(
             "replacing %s (content %s -> %s); an endpoint that has it loaded may keep serving the old model",
@@ -458,7 +432,9 @@ def _upload_one(
             str(artifact.path), bucket, key, ExtraArgs=args, Callback=callback, Config=transfer_config
         )
     except _aws_errors() as exc:
-        raise ArtifactError(f"uploading {artifact.name!r} to {url} failed: {exc}") from exc
+        raise ArtifactError(
+            f"uploading {artifact.name!r} to {url} failed: {exc}", url=url, path=str(artifact.path)
+        ) from exc
     logger.info("uploaded %s", url)
     return _uploaded(artifact, url, status)
 

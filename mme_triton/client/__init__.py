@@ -10,7 +10,7 @@ The client needs no control plane and no packaging.
 
 from __future__ import annotations
 
-from mme_triton.client.client import MAX_REQUEST_BYTES, MMEClient
+from mme_triton.client.client import MAX_PAYLOAD_BYTES, MMEClient
 from mme_triton.client.codec import (
     InferInput,
     InferRequestedOutput,
@@ -19,7 +19,7 @@ from mme_triton.client.codec import (
 )
 
 __all__ = [
-    "MAX_REQUEST_BYTES",
+    "MAX_PAYLOAD_BYTES",
     "InferInput",
     "InferRequestedOutput",
     "MMEClient",

@@ -34,6 +34,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
+from mme_triton._sagemaker import error_code, error_message, http_status, is_throttling
 from mme_triton.errors import (
     EndpointNotFoundError,
     InferenceError,
@@ -62,9 +63,6 @@ _MODEL_DATA_MISSING = re.compile(
 _TRITON_UNKNOWN_MODEL = re.compile(r"\bunknown model\b", re.IGNORECASE)
 _QUOTED_MODEL_MESSAGE = re.compile(r'from (?:model|primary) with message "(.*)"\.(?: See |\s*$)', re.DOTALL)
 
-_THROTTLING_CODES = frozenset(
-    {"ThrottlingException", "Throttling", "ThrottledException", "TooManyRequestsException"}
-)
 _SERVICE_FAULT_CODES = frozenset({"InternalFailure", "ServiceUnavailable", "InternalDependencyException"})
 
 
@@ -97,7 +95,7 @@ def triton_message(text: str | None) -> str:
 
 def is_not_ready(exc: ClientError) -> bool:
     """True when SageMaker said the target model is still being downloaded or loaded."""
-    return _error_code(exc) == "ModelNotReadyException"
+    return error_code(exc) == "ModelNotReadyException"
 
 
 def map_invoke_error(exc: Exception, context: ErrorContext) -> Exception:
@@ -120,15 +118,6 @@ def map_invoke_error(exc: Exception, context: ErrorContext) -> Exception:
     return exc
 
 
-def _error_code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
-
-
-def _http_status(exc: ClientError) -> int | None:
-    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    return int(status) if status is not None else None
-
-
 def _model_error_fields(response: Any) -> tuple[int | None, str]:
     """``OriginalStatusCode`` and ``OriginalMessage`` of a ModelError, from wherever botocore put them."""
     error = response.get("Error", {})
@@ -145,8 +134,8 @@ def _model_error_fields(response: Any) -> tuple[int | None, str]:
 
 
 def _map_client_error(exc: ClientError, context: ErrorContext) -> InferenceError:
-    code = _error_code(exc)
-    message = str(exc.response.get("Error", {}).get("Message", "")) or str(exc)
+    code = error_code(exc)
+    message = error_message(exc)
     where: dict[str, Any] = {
         "endpoint_name": context.endpoint_name,
         "target_model": context.target_model,
@@ -164,7 +153,7 @@ def _map_client_error(exc: ClientError, context: ErrorContext) -> InferenceError
         log_stream = exc.response.get("LogStreamArn", exc.response.get("Error", {}).get("LogStreamArn"))
         log_stream_arn = str(log_stream) if log_stream else None
         return model_error_class(original or message, status=status, log_stream_arn=log_stream_arn, **where)
-    status = _http_status(exc)
+    status = http_status(exc)
     if code == "ValidationError":
         if _MODEL_DATA_MISSING.search(message):
             return ModelNotFoundError(message, status=status, **where)
@@ -173,7 +162,7 @@ def _map_client_error(exc: ClientError, context: ErrorContext) -> InferenceError
         return InferenceError(message, status=status, **where)
     if code == "ModelNotReadyException":
         return ModelNotReadyError(message, status=status, **where)
-    if code in _THROTTLING_CODES:
+    if is_throttling(exc):
         return ThrottlingError(message, status=status, **where)
     if code in _SERVICE_FAULT_CODES:
         return InferenceError(message, status=status, **where)

@@ -1,10 +1,11 @@
 """``MMEClient``: numpy arrays in, numpy arrays out, through ``InvokeEndpoint`` with ``TargetModel``.
 
-The client encodes a request with :func:`~mme_triton.client.codec.encode_request`, sends it with boto3's
-``sagemaker-runtime`` client, decodes the answer with :func:`~mme_triton.client.codec.decode_response`,
-and turns AWS and Triton failures into the typed exceptions of :mod:`mme_triton.errors` (see
-``_errors_map``). It keeps no mutable state between calls apart from lazily created boto3 clients (created
-under a lock), so one instance can serve many threads.
+The client is the data plane only: it encodes a request with
+:func:`~mme_triton.client.codec.encode_request`, sends it with boto3's ``sagemaker-runtime`` client,
+decodes the answer with :func:`~mme_triton.client.codec.decode_response`, and turns AWS and Triton failures
+into the typed exceptions of :mod:`mme_triton.errors` (see ``_errors_map``). It never calls the SageMaker
+control plane or S3 on the request path (:meth:`MMEClient.models` is a documented shortcut to the endpoint
+stage). It keeps no mutable state between calls, so one instance can serve many threads.
 """
 
 from __future__ import annotations
@@ -12,48 +13,35 @@ from __future__ import annotations
 import logging
 import math
 import random
-import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
 
-import boto3
 import numpy as np
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from mme_triton._sagemaker import MAX_PAYLOAD_BYTES, check_target_model, make_client, parse_s3_url
 from mme_triton.client._errors_map import ErrorContext, is_not_ready, map_invoke_error
-from mme_triton.client._split import batch_rows, chunk_bounds, join_outputs, take_rows
-from mme_triton.client.codec import InferInput, InferRequestedOutput, decode_response, encode_request
-from mme_triton.errors import (
-    ArtifactError,
-    EndpointNotFoundError,
-    InferenceError,
-    PayloadTooLargeError,
-)
+from mme_triton.client._request import Inputs, Outputs, Request, input_arrays, input_rows
+from mme_triton.client._split import batch_rows, chunk_bounds, join_outputs
+from mme_triton.client.codec import decode_response, encode_request
+from mme_triton.errors import InferenceError, PayloadTooLargeError
 
 if TYPE_CHECKING:
+    import boto3
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_sagemaker import SageMakerClient
     from mypy_boto3_sagemaker_runtime import SageMakerRuntimeClient
 
-__all__ = ["MAX_REQUEST_BYTES", "MMEClient"]
+__all__ = ["MAX_PAYLOAD_BYTES", "MMEClient"]
 
 logger = logging.getLogger(__name__)
 
-MAX_REQUEST_BYTES = 6 * 1024 * 1024
-"""InvokeEndpoint's limit on the request body: 6 MiB (6,291,456 bytes)."""
-
-_MAX_TARGET_MODEL_CHARS = 1024
-_ARCHIVE_SUFFIX = ".tar.gz"
 # Chunks are sized for this share of the limit, so rows of uneven size (BYTES) rarely need a second cut.
 _CHUNK_FILL = 0.9
 _MAX_NOT_READY_DELAY = 30.0
-
-Inputs = Mapping[str, Any] | Sequence[InferInput]
-Outputs = Sequence[str | InferRequestedOutput] | None
 
 
 def _default_config(max_concurrency: int) -> Config:
@@ -77,8 +65,8 @@ class MMEClient:
     """Run inference on the models of a SageMaker multi-model endpoint served by Triton.
 
     ``infer`` sends numpy arrays as a KServe v2 / Triton request to ``InvokeEndpoint`` with
-    ``TargetModel`` and returns the outputs as numpy arrays. ``models`` lists the TargetModels the
-    endpoint's S3 prefix holds.
+    ``TargetModel`` and returns the outputs as numpy arrays; it needs only the ``sagemaker-runtime``
+    service (the data plane). ``models`` is a shortcut to the endpoint stage's listing.
 
     Parameters:
         endpoint_name: the SageMaker endpoint.
@@ -87,10 +75,9 @@ class MMEClient:
             timeout 70 s, standard retry mode with 3 attempts, a connection pool of at least
             ``max_concurrency``).
         runtime_client: a ready ``sagemaker-runtime`` client; wins over ``boto3_session``/``boto_config``.
-        sagemaker_client: a ready ``sagemaker`` client for :meth:`models` (DescribeEndpoint chain).
-        s3_client: a ready ``s3`` client for :meth:`models`.
-        model_data_url: the endpoint's ``s3://bucket/prefix/``; when given, :meth:`models` skips the
-            DescribeEndpoint → DescribeEndpointConfig → DescribeModel look-up.
+        sagemaker_client, s3_client: ready clients for :meth:`models` only (never used by ``infer``).
+        model_data_url: the endpoint's ``s3://bucket/prefix/``; when given, :meth:`models` lists it
+            without the DescribeEndpoint → DescribeEndpointConfig → DescribeModel look-up.
         max_retries_not_ready: how many times a request answered ``ModelNotReadyException`` (the model
             is still downloading or loading) is sent again before ``ModelNotReadyError`` is raised.
         not_ready_backoff: first wait in seconds before such a retry; it doubles with every retry (with
@@ -141,12 +128,14 @@ class MMEClient:
         for name, limit in batch_limits.items():
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
                 raise ValueError(f"max_batch_size[{name!r}] must be an int >= 1, got {limit!r}")
-        if model_data_url is not None and not model_data_url.startswith("s3://"):
-            raise ValueError(f"model_data_url must be an s3:// URL, got {model_data_url!r}")
+        if model_data_url is not None:
+            try:
+                parse_s3_url(model_data_url)
+            except ValueError as exc:
+                raise ValueError(f"model_data_url: {exc}") from None
         self._endpoint_name = endpoint_name
         self._session = boto3_session
-        config = _default_config(max_concurrency)
-        self._config = config.merge(boto_config) if boto_config is not None else config
+        self._boto_config = boto_config
         self._model_data_url = model_data_url
         self._max_retries_not_ready = max_retries_not_ready
         self._not_ready_backoff = not_ready_backoff
@@ -154,8 +143,13 @@ class MMEClient:
         self._split_batches = split_batches
         self._max_concurrency = max_concurrency
         self._max_batch_size = batch_limits
-        self._lock = threading.Lock()
-        self._runtime: SageMakerRuntimeClient = runtime_client or self._make_client("sagemaker-runtime")
+        self._runtime: SageMakerRuntimeClient = make_client(
+            "sagemaker-runtime",
+            client=runtime_client,
+            boto3_session=boto3_session,
+            boto_config=boto_config,
+            default_config=_default_config(max_concurrency),
+        )
         self._sagemaker: SageMakerClient | None = sagemaker_client
         self._s3: S3Client | None = s3_client
 
@@ -237,10 +231,10 @@ class MMEClient:
             >>> batch = np.random.rand(10_000, 4).astype(np.float32)  # doctest: +SKIP
             >>> out = client.infer("linear.tar.gz", {"INPUT0": batch}, split_batches=True)  # doctest: +SKIP
         """
-        _check_target_model(target_model)
+        check_target_model(target_model)
         use_binary = self._binary if binary is None else binary
         split = self._split_batches if split_batches is None else split_batches
-        request = _Request(
+        request = Request(
             target_model=target_model,
             outputs=outputs,
             binary=use_binary,
@@ -254,7 +248,7 @@ class MMEClient:
         max_rows = self._max_batch_size.get(target_model)
         n_rows = 0
         if split:
-            arrays = _input_arrays(inputs)
+            arrays = input_arrays(inputs)
             n_rows = batch_rows(arrays)
             if max_rows is not None and n_rows > max_rows:
                 return self._infer_split(request, inputs, n_rows, rows_per_chunk=max_rows)
@@ -262,17 +256,17 @@ class MMEClient:
             # the whole batch need not be encoded just to learn that it has to be split.
             if use_binary and isinstance(inputs, Mapping):
                 raw = sum(a.nbytes for a in arrays.values() if a.dtype.kind not in "OSU")
-                if raw > MAX_REQUEST_BYTES:
+                if raw > MAX_PAYLOAD_BYTES:
                     rows = self._rows_per_chunk(n_rows, raw, max_rows)
                     return self._infer_split(request, inputs, n_rows, rows_per_chunk=rows)
         body, content_type = self._encode(request, inputs)
         size = _body_size(body)
-        if size <= MAX_REQUEST_BYTES:
+        if size <= MAX_PAYLOAD_BYTES:
             return self._invoke(request, body, content_type)
         if not split:
             raise PayloadTooLargeError(
                 f"the request body is {size:,} bytes, over InvokeEndpoint's limit of "
-                f"{MAX_REQUEST_BYTES:,} bytes (6 MiB); pass split_batches=True to send the batch along "
+                f"{MAX_PAYLOAD_BYTES:,} bytes (6 MiB); pass split_batches=True to send the batch along "
                 "dimension 0 in several requests that fit",
                 endpoint_name=self._endpoint_name,
                 target_model=target_model,
@@ -285,10 +279,10 @@ class MMEClient:
     @staticmethod
     def _rows_per_chunk(n_rows: int, size: int, max_rows: int | None) -> int:
         """Rows per request so that a request of ``size`` bytes for ``n_rows`` rows is cut to fit."""
-        rows = max(1, math.floor(n_rows * MAX_REQUEST_BYTES * _CHUNK_FILL / size))
+        rows = max(1, math.floor(n_rows * MAX_PAYLOAD_BYTES * _CHUNK_FILL / size))
         return rows if max_rows is None else min(rows, max_rows)
 
-    def _encode(self, request: _Request, inputs: Inputs) -> tuple[bytes | bytearray, str]:
+    def _encode(self, request: Request, inputs: Inputs) -> tuple[bytes | bytearray, str]:
         return encode_request(
             inputs,
             request.outputs,
@@ -299,7 +293,7 @@ class MMEClient:
         )
 
     def _infer_split(
-        self, request: _Request, inputs: Inputs, n_rows: int, *, rows_per_chunk: int
+        self, request: Request, inputs: Inputs, n_rows: int, *, rows_per_chunk: int
     ) -> dict[str, np.ndarray[Any, Any]]:
         chunks: list[tuple[bytes | bytearray, str]] = []
         for start, stop in chunk_bounds(n_rows, rows_per_chunk):
@@ -332,18 +326,18 @@ class MMEClient:
             ) from exc
 
     def _encode_fitting(
-        self, request: _Request, inputs: Inputs, start: int, stop: int
+        self, request: Request, inputs: Inputs, start: int, stop: int
     ) -> list[tuple[bytes | bytearray, str]]:
         """Encode rows ``start:stop``, halving the range until every body fits the limit."""
-        body, content_type = self._encode(request, _input_rows(inputs, start, stop))
+        body, content_type = self._encode(request, input_rows(inputs, start, stop))
         size = _body_size(body)
-        if size <= MAX_REQUEST_BYTES:
+        if size <= MAX_PAYLOAD_BYTES:
             return [(body, content_type)]
         del body
         if stop - start == 1:
             raise PayloadTooLargeError(
                 f"row {start} of the batch alone encodes to {size:,} bytes, over InvokeEndpoint's limit of "
-                f"{MAX_REQUEST_BYTES:,} bytes (6 MiB); it cannot be split further along dimension 0",
+                f"{MAX_PAYLOAD_BYTES:,} bytes (6 MiB); it cannot be split further along dimension 0",
                 endpoint_name=self._endpoint_name,
                 target_model=request.target_model,
             )
@@ -352,7 +346,7 @@ class MMEClient:
             request, inputs, middle, stop
         )
 
-    def _invoke(self, request: _Request, body: Any, content_type: str) -> dict[str, np.ndarray[Any, Any]]:
+    def _invoke(self, request: Request, body: Any, content_type: str) -> dict[str, np.ndarray[Any, Any]]:
         """One InvokeEndpoint call, retried while the model is not ready; the one error boundary."""
         kwargs: dict[str, Any] = {
             "EndpointName": self._endpoint_name,
@@ -405,183 +399,34 @@ class MMEClient:
         # Jitter keeps many threads waiting on the same loading model from retrying in lockstep.
         return ceiling * (0.5 + random.random() / 2)
 
-    # -- listing -----------------------------------------------------------------------------------
+    # -- the endpoint's models (control plane) ----------------------------------------------------
 
     def models(self) -> list[str]:
-        """The TargetModels under the endpoint's prefix: the ``*.tar.gz`` objects directly in it, sorted.
+        """The TargetModels the endpoint serves: the ``*.tar.gz`` objects directly under its prefix, sorted.
 
-        The prefix is ``model_data_url`` when the client was given one, otherwise the endpoint's
-        ``ModelDataUrl``, found through DescribeEndpoint → DescribeEndpointConfig → DescribeModel.
+        A shortcut to :func:`mme_triton.endpoint.models.endpoint_models`, for notebooks: unlike
+        :meth:`infer` it calls the control plane (DescribeEndpoint → DescribeEndpointConfig →
+        DescribeModel, skipped when the client was given ``model_data_url``) and S3 (ListObjectsV2),
+        with the client's session and ``boto_config``. Services should call the endpoint stage, or
+        :func:`mme_triton.list_models` with the prefix, themselves.
 
         Raises:
             EndpointNotFoundError: the endpoint does not exist.
-            InferenceError: the endpoint's model has no ModelDataUrl, or a describe call failed.
+            DeploymentError: the endpoint's model has no ModelDataUrl, or a describe call failed.
             ArtifactError: the S3 listing failed (no such bucket, access denied ...).
 
         Example:
             >>> client.models()  # doctest: +SKIP
             ['linear.tar.gz', 'pipeline.tar.gz']
         """
-        url = self._model_data_url or self._resolve_model_data_url()
-        parsed = urlparse(url)
-        bucket = parsed.netloc
-        prefix = parsed.path.lstrip("/")
-        if prefix and not prefix.endswith("/"):
-            prefix += "/"
-        names: list[str] = []
-        try:
-            paginator = self._s3_client().get_paginator("list_objects_v2")
-            for page in paginator.paginate(Bucket=bucket, Prefix=prefix, Delimiter="/"):
-                for item in page.get("Contents", []):
-                    name = item["Key"][len(prefix) :]
-                    if (
-                        name.endswith(_ARCHIVE_SUFFIX)
-                        and len(name) > len(_ARCHIVE_SUFFIX)
-                        and "/" not in name
-                    ):
-                        names.append(name)
-        except (ClientError, BotoCoreError) as exc:
-            raise ArtifactError(f"cannot list the models under {url}: {exc}") from exc
-        logger.debug("%d models under %s", len(names), url)
-        return sorted(names)
+        from mme_triton.endpoint.models import endpoint_models
 
-    def _resolve_model_data_url(self) -> str:
-        """The endpoint's ModelDataUrl: DescribeEndpoint → DescribeEndpointConfig → DescribeModel."""
-        sagemaker = self._sagemaker_client()
-        try:
-            endpoint = sagemaker.describe_endpoint(EndpointName=self._endpoint_name)
-        except ClientError as exc:
-            message = str(exc.response.get("Error", {}).get("Message", "")) or str(exc)
-            # SageMaker: ValidationException "Could not find endpoint "arn:aws:sagemaker:...:endpoint/x"."
-            error_class = (
-                EndpointNotFoundError if "could not find endpoint" in message.lower() else InferenceError
-            )
-            raise error_class(message, endpoint_name=self._endpoint_name, error_code=_code(exc)) from exc
-        except BotoCoreError as exc:
-            raise InferenceError(str(exc), endpoint_name=self._endpoint_name) from exc
-        config_name = endpoint["EndpointConfigName"]
-        try:
-            config = sagemaker.describe_endpoint_config(EndpointConfigName=config_name)
-            variants = config.get("ProductionVariants", [])
-            model_name = variants[0].get("ModelName") if variants else None
-            if not model_name:
-                raise InferenceError(
-                    f"endpoint config {config_name!r} names no model", endpoint_name=self._endpoint_name
-                )
-            model = sagemaker.describe_model(ModelName=model_name)
-        except ClientError as exc:
-            message = str(exc.response.get("Error", {}).get("Message", "")) or str(exc)
-            raise InferenceError(message, endpoint_name=self._endpoint_name, error_code=_code(exc)) from exc
-        except BotoCoreError as exc:
-            raise InferenceError(str(exc), endpoint_name=self._endpoint_name) from exc
-        containers = [model.get("PrimaryContainer") or {}, *model.get("Containers", [])]
-        for container in containers:
-            url = container.get("ModelDataUrl")
-            if url:
-                return str(url)
-        raise InferenceError(
-            f"model {model_name!r} of the endpoint has no ModelDataUrl", endpoint_name=self._endpoint_name
+        return endpoint_models(
+            self._endpoint_name,
+            model_data_url=self._model_data_url,
+            boto3_session=self._session,
+            boto_config=self._boto_config,
+            sagemaker_client=self._sagemaker,
+            s3_client=self._s3,
         )
 
-    # -- boto3 clients -----------------------------------------------------------------------------
-
-    def _make_client(self, service: str) -> Any:
-        # boto3 sessions are not thread-safe: clients are made in __init__ or under the lock.
-        if self._session is None:
-            self._session = boto3.Session()
-        return self._session.client(service, config=self._config)  # type: ignore[call-overload]
-
-    def _sagemaker_client(self) -> SageMakerClient:
-        with self._lock:
-            if self._sagemaker is None:
-                self._sagemaker = self._make_client("sagemaker")
-            return self._sagemaker
-
-    def _s3_client(self) -> S3Client:
-        with self._lock:
-            if self._s3 is None:
-                self._s3 = self._make_client("s3")
-            return self._s3
-
-
-class _Request:
-    """What stays the same for every InvokeEndpoint call of one ``infer``."""
-
-    __slots__ = (
-        "binary",
-        "binary_outputs",
-        "copy",
-        "custom_attributes",
-        "inference_id",
-        "outputs",
-        "parameters",
-        "request_id",
-        "target_model",
-    )
-
-    def __init__(
-        self,
-        *,
-        target_model: str,
-        outputs: Outputs,
-        binary: bool,
-        binary_outputs: bool | Collection[str] | None,
-        copy: bool,
-        parameters: Mapping[str, Any] | None,
-        request_id: str | None,
-        custom_attributes: str | None,
-        inference_id: str | None,
-    ) -> None:
-        self.target_model = target_model
-        self.outputs = outputs
-        self.binary = binary
-        self.binary_outputs = binary_outputs
-        self.copy = copy
-        self.parameters = parameters
-        self.request_id = request_id
-        self.custom_attributes = custom_attributes
-        self.inference_id = inference_id
-
-
-def _code(exc: ClientError) -> str | None:
-    return str(exc.response.get("Error", {}).get("Code", "")) or None
-
-
-def _check_target_model(target_model: str) -> None:
-    if not isinstance(target_model, str):
-        raise TypeError(f"target_model must be a str, got {type(target_model).__name__}")
-    if (
-        not 1 <= len(target_model) <= _MAX_TARGET_MODEL_CHARS
-        or not target_model.isprintable()
-        or target_model[0].isspace()
-    ):
-        raise ValueError(
-            f"target_model must be 1 to {_MAX_TARGET_MODEL_CHARS} printable characters, got {target_model!r}"
-        )
-
-
-def _input_arrays(inputs: Inputs) -> dict[str, np.ndarray[Any, Any]]:
-    """``{name: array}`` of the inputs, to count and cut rows."""
-    if isinstance(inputs, Mapping):
-        return {str(name): np.asarray(value) for name, value in inputs.items()}
-    arrays: dict[str, np.ndarray[Any, Any]] = {}
-    for item in inputs:
-        if not isinstance(item, InferInput):
-            raise TypeError(f"inputs must be a mapping of name to array or InferInput objects, got {item!r}")
-        arrays[item.name()] = item.data()
-    return arrays
-
-
-def _input_rows(inputs: Inputs, start: int, stop: int) -> Inputs:
-    """Rows ``start:stop`` of the inputs, in the form they were given (``InferInput`` keep their settings)."""
-    if isinstance(inputs, Mapping):
-        return take_rows(_input_arrays(inputs), start, stop)
-    rows: list[InferInput] = []
-    for item in inputs:
-        part = item.data()[start:stop]
-        rows.append(
-            InferInput(item.name(), list(part.shape), item.datatype()).set_data_from_numpy(
-                part, binary_data=item.binary_data()
-            )
-        )
-    return rows

@@ -10,8 +10,9 @@ A body with no binary tensor is plain ``application/json``.
 >>> body, content_type = encode_request({"x": np.ones((1, 4), np.float32)})
 >>> content_type
 'application/vnd.sagemaker-triton.binary+json;json-header-size=135'
->>> answer = runtime.invoke_endpoint(..., ContentType=content_type, Body=body)
->>> outputs = decode_response(answer["Body"].read(), answer["ContentType"])   # {"y": ndarray, ...}
+>>> answer, answer_type = encode_response({"y": np.arange(3, dtype=np.int64)})  # what Triton sends back
+>>> decode_response(answer, answer_type)
+{'y': array([0, 1, 2])}
 
 Decoded numeric tensors of a binary body are read-only views onto the body: no tensor bytes are copied,
 and the body stays alive as long as one of the arrays does. ``copy=True`` gives writable copies.
@@ -64,7 +65,8 @@ class InferInput:
 
     Example:
         >>> x = InferInput("x", [1, 4], "FP32").set_data_from_numpy(np.ones((1, 4), np.float32))
-        >>> encode_request([x])
+        >>> encode_request([x])[1]
+        'application/vnd.sagemaker-triton.binary+json;json-header-size=135'
     """
 
     def __init__(self, name: str, shape: Sequence[int], datatype: str) -> None:
@@ -526,8 +528,10 @@ def decode_response_full(
     Same arguments and errors as :func:`decode_response`.
 
     Example:
+        >>> body, content_type = encode_response({"y": np.arange(3, dtype=np.int64)}, model_name="m")
         >>> response = decode_response_full(body, content_type)
         >>> response.model_name, response.outputs["y"]
+        ('m', array([0, 1, 2]))
     """
     header, section = _split(body, content_type, header_size, lazy_data=True)
     if "outputs" not in header and "error" in header:
@@ -568,7 +572,10 @@ def decode_response(
             body ``{"error": "..."}``, whose message it carries.
 
     Example:
-        >>> outputs = decode_response(response["Body"].read(), response["ContentType"])
+        >>> body, content_type = encode_response({"y": np.arange(3, dtype=np.int64)})
+        >>> decode_response(body, content_type)["y"]
+        array([0, 1, 2])
+        >>> # from InvokeEndpoint: decode_response(answer["Body"].read(), answer["ContentType"])
     """
     return decode_response_full(body, content_type, copy=copy, header_size=header_size).outputs
 
@@ -585,7 +592,10 @@ def decode_request(
         CodecError: the body is not a valid request.
 
     Example:
+        >>> body, content_type = encode_request({"x": np.ones((1, 4), np.float32)})
         >>> inputs, header = decode_request(body, content_type)
+        >>> inputs["x"].shape, header["inputs"][0]["datatype"]
+        ((1, 4), 'FP32')
     """
     header, section = _split(body, content_type, header_size)
     inputs = _decode_tensors(header.get("inputs"), section, copy=copy, what="inputs")

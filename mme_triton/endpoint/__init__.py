@@ -2,8 +2,9 @@
 
 - :func:`~mme_triton.endpoint.images.triton_image_uri` — the SageMaker Triton image for a region/version;
 - :class:`~mme_triton.endpoint.environment.TritonEnvironment` — the ``SAGEMAKER_TRITON_*`` settings;
-- :func:`~mme_triton.endpoint.deploy.deploy_mme` → :class:`~mme_triton.endpoint.deploy.Endpoint`, with
+- :func:`~mme_triton.endpoint.deploy.deploy_mme` → :class:`~mme_triton.endpoint.handle.Endpoint`, with
   optional :class:`~mme_triton.endpoint.autoscaling.AutoScaling`;
+- :func:`~mme_triton.endpoint.models.endpoint_models` — the TargetModels a live endpoint serves;
 - :func:`~mme_triton.endpoint.teardown.teardown` and :func:`~mme_triton.endpoint.teardown.sweep` →
   :class:`~mme_triton.endpoint.teardown.TeardownReport`.
 """
@@ -11,9 +12,11 @@
 from __future__ import annotations
 
 from mme_triton.endpoint.autoscaling import AutoScaling
-from mme_triton.endpoint.deploy import Endpoint, deploy_mme
-from mme_triton.endpoint.environment import TritonEnvironment, serve_args, validate_environment
+from mme_triton.endpoint.deploy import deploy_mme
+from mme_triton.endpoint.environment import TritonEnvironment, validate_environment
+from mme_triton.endpoint.handle import Endpoint
 from mme_triton.endpoint.images import triton_image_uri
+from mme_triton.endpoint.models import endpoint_model_data_url, endpoint_models
 from mme_triton.endpoint.teardown import TeardownError, TeardownReport, sweep, teardown
 
 __all__ = [
@@ -23,7 +26,8 @@ __all__ = [
     "TeardownReport",
     "TritonEnvironment",
     "deploy_mme",
-    "serve_args",
+    "endpoint_model_data_url",
+    "endpoint_models",
     "sweep",
     "teardown",
     "triton_image_uri",

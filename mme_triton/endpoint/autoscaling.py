@@ -10,7 +10,13 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Final
+
+from mme_triton._sagemaker import error_code
+
+if TYPE_CHECKING:
+    from mypy_boto3_application_autoscaling import ApplicationAutoScalingClient
+    from mypy_boto3_application_autoscaling.type_defs import TargetTrackingScalingPolicyConfigurationTypeDef
 
 __all__ = [
     "SCALABLE_DIMENSION",
@@ -24,9 +30,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
-_NAMESPACE = "sagemaker"
-_METRIC = "SageMakerVariantInvocationsPerInstance"
+SCALABLE_DIMENSION: Final = "sagemaker:variant:DesiredInstanceCount"
+_NAMESPACE: Final = "sagemaker"
+_METRIC: Final = "SageMakerVariantInvocationsPerInstance"
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,7 @@ def policy_name(endpoint_name: str, variant_name: str) -> str:
     return f"mme-triton-{endpoint_name}-{variant_name}-invocations"
 
 
-def _policy_configuration(scaling: AutoScaling) -> dict[str, Any]:
+def _policy_configuration(scaling: AutoScaling) -> TargetTrackingScalingPolicyConfigurationTypeDef:
     return {
         "TargetValue": float(scaling.target_invocations_per_instance),
         "PredefinedMetricSpecification": {"PredefinedMetricType": _METRIC},
@@ -94,7 +100,9 @@ def _policy_configuration(scaling: AutoScaling) -> dict[str, Any]:
     }
 
 
-def current_autoscaling(client: Any, endpoint_name: str, variant_name: str) -> AutoScaling | None:
+def current_autoscaling(
+    client: ApplicationAutoScalingClient, endpoint_name: str, variant_name: str
+) -> AutoScaling | None:
     """The :class:`AutoScaling` registered for the variant by this library, or None."""
     rid = resource_id(endpoint_name, variant_name)
     targets = client.describe_scalable_targets(
@@ -132,7 +140,9 @@ def current_autoscaling(client: Any, endpoint_name: str, variant_name: str) -> A
         return None
 
 
-def apply_autoscaling(client: Any, endpoint_name: str, variant_name: str, scaling: AutoScaling) -> bool:
+def apply_autoscaling(
+    client: ApplicationAutoScalingClient, endpoint_name: str, variant_name: str, scaling: AutoScaling
+) -> bool:
     """Register the variant and put the target-tracking policy; return False when already in place."""
     if current_autoscaling(client, endpoint_name, variant_name) == scaling:
         return False
@@ -157,11 +167,13 @@ def apply_autoscaling(client: Any, endpoint_name: str, variant_name: str, scalin
 
 
 def _not_found(exc: Exception) -> bool:
-    code = getattr(exc, "response", {}).get("Error", {}).get("Code", "")
+    code = error_code(exc)
     return code in ("ObjectNotFoundException", "ValidationException", "ResourceNotFoundException")
 
 
-def remove_autoscaling(client: Any, endpoint_name: str, variant_name: str) -> list[str]:
+def remove_autoscaling(
+    client: ApplicationAutoScalingClient, endpoint_name: str, variant_name: str
+) -> list[str]:
     """Delete the variant's scaling policies and deregister it; return what was removed (idempotent).
 
     Items are ``"policy:<name>"`` and ``"target:<resource id>"``; nothing registered gives ``[]``.

@@ -12,29 +12,31 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mme_triton._aws import make_client
-from mme_triton.endpoint._aws import (
-    TAG_CREATED_AT,
+from mme_triton._sagemaker import error_code, is_not_found, make_client, parse_s3_url
+from mme_triton.endpoint._inputs import (
+    check_kms_key,
+    check_role,
+    check_vpc,
+    environment_dict,
+    models_list,
+    normalise_tags,
+    region_of,
+    target_names,
+)
+from mme_triton.endpoint._plan import DeployPlan, build_plan
+from mme_triton.endpoint._resources import (
     TAG_ENDPOINT,
     TAG_MANAGED,
-    TAG_PREFIX,
     check_name,
-    config_name_for,
     describe_or_none,
-    error_code,
-    is_not_found,
     list_tags,
-    model_name_for,
-    settings_hash,
 )
+from mme_triton.endpoint._retry import control_plane_config
 from mme_triton.endpoint.autoscaling import (
     AutoScaling,
     apply_autoscaling,
@@ -42,282 +44,35 @@ from mme_triton.endpoint.autoscaling import (
     remove_autoscaling,
     resource_id,
 )
-from mme_triton.endpoint.environment import TritonEnvironment, validate_environment
+from mme_triton.endpoint.environment import TritonEnvironment
+from mme_triton.endpoint.handle import IN_PROGRESS, DeployProgress, Endpoint, wait_for_endpoint
 from mme_triton.endpoint.images import DEFAULT_TRITON_VERSION, triton_image_uri
 from mme_triton.endpoint.instances import check_instance_type
-from mme_triton.errors import DeploymentError, DeploymentTimeoutError, EndpointFailedError
+from mme_triton.errors import DeploymentError, EndpointFailedError
 
 if TYPE_CHECKING:
     import boto3
     from botocore.config import Config
+    from mypy_boto3_application_autoscaling import ApplicationAutoScalingClient
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_sagemaker import SageMakerClient
 
     from mme_triton.artifact.package import Artifact
-    from mme_triton.client.client import MMEClient
 
 __all__ = ["AutoScaling", "DeployProgress", "Endpoint", "deploy_mme", "wait_for_endpoint"]
 
 logger = logging.getLogger(__name__)
-
-#: ``progress(stage, detail)``; stages: ``"upload"``, ``"create-model"``, ``"create-endpoint-config"``,
-#: ``"create-endpoint"``, ``"update-endpoint"``, ``"wait"`` (detail = status and seconds waited),
-#: ``"autoscaling"``, ``"cleanup"``, ``"rollback"``, ``"done"``.
-DeployProgress = Callable[[str, str], None]
-
-_ROLE_ARN = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-/]+$")
-_KMS_KEY = re.compile(r"^[a-zA-Z0-9:/_-]+$")
-_TAG_TEXT = re.compile(r"^[\w\s.:/=+\-@]*$")
-_IN_PROGRESS = {"Creating", "Updating", "SystemUpdating", "RollingBack"}
-_MAX_TAGS = 50
-
-
-@dataclass
-class Endpoint:
-    """A handle on a deployed multi-model endpoint.
-
-    Attributes:
-        name, arn, status: the endpoint's name, ARN and last seen ``EndpointStatus``.
-        model_data_url: the ``s3://bucket/prefix/`` its models are served from.
-        endpoint_config_name, model_name: the SageMaker resources behind it.
-        region: the endpoint's region.
-        failure_reason: SageMaker's ``FailureReason``, if any.
-    """
-
-    name: str
-    arn: str
-    status: str
-    model_data_url: str
-    endpoint_config_name: str
-    model_name: str
-    region: str
-    failure_reason: str | None = None
-    _sagemaker: Any = field(default=None, repr=False, compare=False)
-    _session: Any = field(default=None, repr=False, compare=False)
-    _boto_config: Any = field(default=None, repr=False, compare=False)
-
-    def client(self, **kwargs: Any) -> MMEClient:
-        """A ready :class:`~mme_triton.client.client.MMEClient` for this endpoint (same session and config).
-
-        Keyword arguments go to ``MMEClient`` (``runtime_client=``, ``binary=``, ...).
-        """
-        from mme_triton.client.client import MMEClient
-
-        if "runtime_client" not in kwargs:
-            kwargs.setdefault("boto3_session", self._session)
-            kwargs.setdefault("boto_config", self._boto_config)
-            if self._session is None:
-                kwargs["runtime_client"] = make_client(
-                    "sagemaker-runtime", boto_config=self._boto_config, region=self.region
-                )
-        kwargs.setdefault("model_data_url", self.model_data_url)
-        return MMEClient(self.name, **kwargs)
-
-    def refresh(self) -> Endpoint:
-        """Describe the endpoint again and update ``status``, ``failure_reason`` and config/model names."""
-        sagemaker = self._sagemaker_client()
-        description = sagemaker.describe_endpoint(EndpointName=self.name)
-        self._update(description)
-        return self
-
-    def wait(
-        self, *, timeout: float = 1800, poll_interval: float = 15, progress: DeployProgress | None = None
-    ) -> Endpoint:
-        """Wait until the endpoint is ``InService``.
-
-        Raises:
-            EndpointFailedError: it went to ``Failed`` (or an update was rolled back).
-            DeploymentTimeoutError: not in service after ``timeout`` seconds.
-        """
-        description = wait_for_endpoint(
-            self._sagemaker_client(),
-            self.name,
-            timeout=timeout,
-            poll_interval=poll_interval,
-            progress=progress,
-        )
-        self._update(description)
-        return self
-
-    def _sagemaker_client(self) -> Any:
-        if self._sagemaker is None:
-            self._sagemaker = make_client(
-                "sagemaker", boto3_session=self._session, boto_config=self._boto_config, region=self.region
-            )
-        return self._sagemaker
-
-    def _update(self, description: Mapping[str, Any]) -> None:
-        self.status = str(description.get("EndpointStatus", self.status))
-        self.failure_reason = description.get("FailureReason")
-        self.arn = str(description.get("EndpointArn", self.arn))
-        config_name = description.get("EndpointConfigName")
-        if config_name and config_name != self.endpoint_config_name:
-            self.endpoint_config_name = str(config_name)
-            config = self._sagemaker_client().describe_endpoint_config(EndpointConfigName=config_name)
-            self.model_name = str(config["ProductionVariants"][0]["ModelName"])
-
-
-def wait_for_endpoint(
-    sagemaker: Any,
-    endpoint_name: str,
-    *,
-    timeout: float,
-    poll_interval: float,
-    progress: DeployProgress | None = None,
-    expect_config: str | None = None,
-) -> dict[str, Any]:
-    """Poll DescribeEndpoint until ``InService``; return the last description.
-
-    With ``expect_config``, an endpoint back ``InService`` on another config (an update SageMaker rolled
-    back) counts as failed.
-
-    Raises:
-        EndpointFailedError: ``Failed``, ``UpdateRollbackFailed``, ``OutOfService`` or a rolled-back update.
-        DeploymentTimeoutError: still in progress after ``timeout`` seconds.
-    """
-    start = time.monotonic()
-    while True:
-        description: dict[str, Any] = sagemaker.describe_endpoint(EndpointName=endpoint_name)
-        status = description["EndpointStatus"]
-        waited = time.monotonic() - start
-        if progress is not None:
-            progress("wait", f"{status} after {waited:.0f}s")
-        if status == "InService":
-            if expect_config is not None and description.get("EndpointConfigName") != expect_config:
-                reason = description.get("FailureReason") or "the update was rolled back"
-                raise EndpointFailedError(
-                    f"endpoint {endpoint_name!r}: update to {expect_config} failed: {reason}",
-                    endpoint_name=endpoint_name,
-                    failure_reason=reason,
-                )
-            return description
-        if status not in _IN_PROGRESS:
-            reason = description.get("FailureReason") or ""
-            raise EndpointFailedError(
-                f"endpoint {endpoint_name!r} is {status}: {reason or 'no FailureReason given'}",
-                endpoint_name=endpoint_name,
-                failure_reason=reason,
-            )
-        if waited >= timeout:
-            raise DeploymentTimeoutError(
-                f"endpoint {endpoint_name!r} still {status} after {timeout:g}s", endpoint_name=endpoint_name
-            )
-        time.sleep(max(0.0, min(poll_interval, timeout - waited)))
-
-
-# -- input checks ------------------------------------------------------------------------------------
-
-
-def _check_role(role: str) -> None:
-    if not isinstance(role, str):
-        raise TypeError(f"role must be an IAM role ARN (str), got {type(role).__name__}")
-    if not (20 <= len(role) <= 2048 and _ROLE_ARN.match(role)):
-        raise ValueError(
-            f"role {role!r} is not an IAM role ARN (arn:aws:iam::<12-digit account>:role/<name>)"
-        )
-
-
-def _normalise_tags(tags: Mapping[str, str] | Sequence[Mapping[str, str]] | None) -> dict[str, str]:
-    if tags is None:
-        return {}
-    if isinstance(tags, Mapping):
-        pairs = dict(tags)
-    else:
-        pairs = {}
-        for tag in tags:
-            if set(tag) != {"Key", "Value"}:
-                raise ValueError(f"a tag must have exactly 'Key' and 'Value', got {dict(tag)!r}")
-            pairs[tag["Key"]] = tag["Value"]
-    for key, value in pairs.items():
-        if not isinstance(key, str) or not isinstance(value, str):
-            raise TypeError(f"tag keys and values must be str, got {key!r}: {value!r}")
-        if not 1 <= len(key) <= 128 or not _TAG_TEXT.match(key):
-            raise ValueError(f"tag key {key!r}: 1-128 letters, digits, spaces and _.:/=+-@")
-        if len(value) > 256 or not _TAG_TEXT.match(value):
-            raise ValueError(f"tag value for {key!r}: at most 256 letters, digits, spaces and _.:/=+-@")
-        if key.lower().startswith("aws:"):
-            raise ValueError(f"tag key {key!r}: the aws: prefix is reserved")
-        if key.startswith(TAG_PREFIX):
-            raise ValueError(f"tag key {key!r}: the {TAG_PREFIX} prefix is reserved for this library")
-    if len(pairs) + 3 > _MAX_TAGS:
-        raise ValueError(f"at most {_MAX_TAGS - 3} tags (SageMaker allows {_MAX_TAGS}; 3 are this library's)")
-    return pairs
-
-
-def _check_vpc(vpc_config: Mapping[str, Any] | None) -> dict[str, list[str]] | None:
-    if vpc_config is None:
-        return None
-    groups = list(vpc_config.get("SecurityGroupIds", []))
-    subnets = list(vpc_config.get("Subnets", []))
-    if set(vpc_config) - {"SecurityGroupIds", "Subnets"}:
-        raise ValueError(f"vpc_config takes SecurityGroupIds and Subnets only, got {sorted(vpc_config)}")
-    if not 1 <= len(groups) <= 5 or not all(isinstance(g, str) and g.startswith("sg-") for g in groups):
-        raise ValueError("vpc_config['SecurityGroupIds'] must list 1-5 security group ids (sg-...)")
-    if not 1 <= len(subnets) <= 16 or not all(
-        isinstance(s, str) and s.startswith("subnet-") for s in subnets
-    ):
-        raise ValueError("vpc_config['Subnets'] must list 1-16 subnet ids (subnet-...)")
-    return {"SecurityGroupIds": groups, "Subnets": subnets}
-
-
-def _environment_dict(environment: TritonEnvironment | Mapping[str, str] | None) -> dict[str, str]:
-    if environment is None:
-        return {}
-    if isinstance(environment, TritonEnvironment):
-        return environment.to_environment()
-    if isinstance(environment, Mapping):
-        return validate_environment(environment)
-    raise TypeError(f"environment must be a TritonEnvironment or a mapping, got {type(environment).__name__}")
-
-
-def _target_names(models: Iterable[str | os.PathLike[str] | Artifact]) -> list[str]:
-    """The TargetModel names the given models will get by default (to catch duplicates early)."""
-    names = []
-    for item in models:
-        if isinstance(item, str | os.PathLike):
-            names.append(f"{Path(item).name}.tar.gz")
-        else:
-            names.append(str(item.name))
-    return names
-
-
-def _models_list(
-    models: str | os.PathLike[str] | Artifact | Iterable[str | os.PathLike[str] | Artifact],
-) -> list[str | os.PathLike[str] | Artifact]:
-    from mme_triton.artifact.package import Artifact
-
-    if isinstance(models, str | os.PathLike | Artifact):
-        return [models]
-    return list(models)
-
-
-def _region_of(sagemaker: Any, region: str | None) -> str:
-    resolved = region or getattr(getattr(sagemaker, "meta", None), "region_name", None)
-    if not resolved:
-        raise ValueError("no AWS region: pass region= or a boto3 session/client with a region")
-    return str(resolved)
 
 
 # -- the deployment ----------------------------------------------------------------------------------
 
 
 @dataclass
-class _Plan:
-    endpoint_name: str
-    model_data_url: str
-    model_name: str
-    config_name: str
-    model_request: dict[str, Any]
-    config_request: dict[str, Any]
-    tags: list[dict[str, str]]
-    variant_name: str
-    autoscaling: AutoScaling | None
-
-
-@dataclass
 class _Rollback:
-    sagemaker: Any
+    sagemaker: SageMakerClient
     endpoint_name: str
     created: list[tuple[str, str]] = field(default_factory=list)
-    autoscaling_client: Any = None
+    autoscaling_client: ApplicationAutoScalingClient | None = None
     variant_name: str = ""
 
     def add(self, kind: str, name: str) -> None:
@@ -331,7 +86,8 @@ class _Rollback:
                 progress("rollback", f"deleting {kind} {name}")
             try:
                 if kind == "autoscaling":
-                    remove_autoscaling(self.autoscaling_client, self.endpoint_name, self.variant_name)
+                    if self.autoscaling_client is not None:
+                        remove_autoscaling(self.autoscaling_client, self.endpoint_name, self.variant_name)
                 elif kind == "endpoint":
                     self.sagemaker.delete_endpoint(EndpointName=name)
                 elif kind == "endpoint-config":
@@ -374,9 +130,9 @@ def deploy_mme(
     overwrite: bool = False,
     boto3_session: boto3.Session | None = None,
     boto_config: Config | None = None,
-    sagemaker_client: Any = None,
-    autoscaling_client: Any = None,
-    s3_client: Any = None,
+    sagemaker_client: SageMakerClient | None = None,
+    autoscaling_client: ApplicationAutoScalingClient | None = None,
+    s3_client: S3Client | None = None,
 ) -> Endpoint:
     """Deploy (or bring up to date) a Triton multi-model endpoint serving ``model_data_url``.
 
@@ -432,23 +188,22 @@ def deploy_mme(
         )
         endpoint.client().infer("resnet.tar.gz", {"input": batch})
     """
-    from mme_triton.artifact.s3 import parse_s3_url, upload_models
+    from mme_triton.artifact.s3 import upload_models
 
     check_name("endpoint name", endpoint_name)
     check_name("variant name", variant_name)
     bucket, prefix = parse_s3_url(model_data_url)
     model_data_url = f"s3://{bucket}/{prefix}"
-    _check_role(role)
+    check_role(role)
     is_gpu = check_instance_type(instance_type)
     if isinstance(instance_count, bool) or not isinstance(instance_count, int) or instance_count < 1:
         raise ValueError(f"instance_count must be an int >= 1, got {instance_count!r}")
-    env = _environment_dict(environment)
+    env = environment_dict(environment)
     if model_cache not in (None, "Enabled", "Disabled"):
         raise ValueError(f"model_cache must be 'Enabled', 'Disabled' or None, got {model_cache!r}")
-    vpc = _check_vpc(vpc_config)
-    if kms_key_id is not None and (len(kms_key_id) > 2048 or not _KMS_KEY.match(kms_key_id)):
-        raise ValueError(f"kms_key_id {kms_key_id!r} is not a KMS key id, ARN or alias")
-    user_tags = _normalise_tags(tags)
+    vpc = check_vpc(vpc_config)
+    check_kms_key(kms_key_id)
+    user_tags = normalise_tags(tags)
     if autoscaling is not None:
         if not isinstance(autoscaling, AutoScaling):
             raise TypeError(f"autoscaling must be an AutoScaling, got {type(autoscaling).__name__}")
@@ -459,8 +214,8 @@ def deploy_mme(
             )
     if timeout <= 0 or poll_interval <= 0:
         raise ValueError("timeout and poll_interval must be > 0 seconds")
-    model_items = _models_list(models)
-    names = _target_names(model_items)
+    model_items = models_list(models)
+    names = target_names(model_items)
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ValueError(f"several models would be uploaded as {', '.join(duplicates)}")
@@ -470,44 +225,26 @@ def deploy_mme(
         client=sagemaker_client,
         boto3_session=boto3_session,
         boto_config=boto_config,
+        default_config=control_plane_config(),
         region=region,
     )
-    region = _region_of(sagemaker, region)
+    region = region_of(sagemaker, region)
     if image_uri is None:
         image_uri = triton_image_uri(region, version=triton_version, cpu=not is_gpu)
 
-    container: dict[str, Any] = {"Image": image_uri, "Mode": "MultiModel", "ModelDataUrl": model_data_url}
-    if env:
-        container["Environment"] = env
-    if model_cache is not None:
-        container["MultiModelConfig"] = {"ModelCacheSetting": model_cache}
-    model_request: dict[str, Any] = {"ExecutionRoleArn": role, "PrimaryContainer": container}
-    if vpc is not None:
-        model_request["VpcConfig"] = vpc
-    if enable_network_isolation:
-        model_request["EnableNetworkIsolation"] = True
-    model_name = model_name_for(endpoint_name, settings_hash(model_request))
-    variant = {
-        "VariantName": variant_name,
-        "ModelName": model_name,
-        "InstanceType": instance_type,
-        "InitialInstanceCount": instance_count,
-        "InitialVariantWeight": 1.0,
-    }
-    config_request: dict[str, Any] = {"ProductionVariants": [variant]}
-    if kms_key_id is not None:
-        config_request["KmsKeyId"] = kms_key_id
-    config_name = config_name_for(endpoint_name, settings_hash(config_request))
-    created_at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    all_tags = {**user_tags, TAG_MANAGED: "true", TAG_ENDPOINT: endpoint_name, TAG_CREATED_AT: created_at}
-    plan = _Plan(
-        endpoint_name=endpoint_name,
-        model_data_url=model_data_url,
-        model_name=model_name,
-        config_name=config_name,
-        model_request=model_request,
-        config_request=config_request,
-        tags=[{"Key": k, "Value": v} for k, v in all_tags.items()],
+    plan = build_plan(
+        endpoint_name,
+        model_data_url,
+        role=role,
+        image_uri=image_uri,
+        instance_type=instance_type,
+        instance_count=instance_count,
+        environment=env,
+        model_cache=model_cache,
+        vpc=vpc,
+        enable_network_isolation=enable_network_isolation,
+        kms_key_id=kms_key_id,
+        tags=user_tags,
         variant_name=variant_name,
         autoscaling=autoscaling,
     )
@@ -524,9 +261,9 @@ def deploy_mme(
             overwrite=overwrite,
         )
 
-    scaling_client_holder: list[Any] = []
+    scaling_client_holder: list[ApplicationAutoScalingClient] = []
 
-    def scaling_client() -> Any:
+    def scaling_client() -> ApplicationAutoScalingClient:
         if not scaling_client_holder:
             scaling_client_holder.append(
                 make_client(
@@ -534,6 +271,7 @@ def deploy_mme(
                     client=autoscaling_client,
                     boto3_session=boto3_session,
                     boto_config=boto_config,
+                    default_config=control_plane_config(),
                     region=region,
                 )
             )
@@ -567,8 +305,8 @@ def deploy_mme(
         arn=str(description["EndpointArn"]),
         status=str(description["EndpointStatus"]),
         model_data_url=model_data_url,
-        endpoint_config_name=str(description.get("EndpointConfigName", config_name)),
-        model_name=model_name,
+        endpoint_config_name=str(description.get("EndpointConfigName", plan.config_name)),
+        model_name=plan.model_name,
         region=region,
         failure_reason=description.get("FailureReason"),
         _sagemaker=sagemaker,
@@ -591,11 +329,11 @@ _RESOURCES = {
 
 
 def _ensure(
-    sagemaker: Any,
+    sagemaker: SageMakerClient,
     kind: str,
     name: str,
     request: Mapping[str, Any],
-    plan: _Plan,
+    plan: DeployPlan,
     rollback: _Rollback,
     progress: DeployProgress | None,
 ) -> None:
@@ -622,9 +360,9 @@ def _ensure(
 
 
 def _deploy(
-    sagemaker: Any,
-    scaling_client: Callable[[], Any],
-    plan: _Plan,
+    sagemaker: SageMakerClient,
+    scaling_client: Callable[[], ApplicationAutoScalingClient],
+    plan: DeployPlan,
     rollback: _Rollback,
     wait: bool,
     timeout: float,
@@ -640,7 +378,7 @@ def _deploy(
                 f"endpoint {name!r} exists and was not created by mme_triton; not taking it over",
                 endpoint_name=name,
             )
-        if existing["EndpointStatus"] in _IN_PROGRESS:
+        if existing["EndpointStatus"] in IN_PROGRESS:
             existing = wait_for_endpoint(
                 sagemaker, name, timeout=timeout, poll_interval=poll_interval, progress=progress
             )
@@ -674,8 +412,7 @@ def _deploy(
         logger.info("endpoint %s already runs %s", name, plan.config_name)
 
     if not wait:
-        description: dict[str, Any] = sagemaker.describe_endpoint(EndpointName=name)
-        return description
+        return dict(sagemaker.describe_endpoint(EndpointName=name))
     remaining = max(deadline - time.monotonic(), poll_interval)
     description = wait_for_endpoint(
         sagemaker,
@@ -706,7 +443,9 @@ def _deploy(
     return description
 
 
-def _remove_library_autoscaling(client: Any, endpoint_name: str, variant_name: str) -> None:
+def _remove_library_autoscaling(
+    client: ApplicationAutoScalingClient, endpoint_name: str, variant_name: str
+) -> None:
     """Remove a registration an earlier run made (found by its policy name); leave others alone."""
     try:
         ours = client.describe_scaling_policies(
@@ -723,7 +462,11 @@ def _remove_library_autoscaling(client: Any, endpoint_name: str, variant_name: s
 
 
 def _remove_superseded(
-    sagemaker: Any, endpoint_name: str, config_name: str, plan: _Plan, progress: DeployProgress | None
+    sagemaker: SageMakerClient,
+    endpoint_name: str,
+    config_name: str,
+    plan: DeployPlan,
+    progress: DeployProgress | None,
 ) -> None:
     """Delete the config (and its models) an update replaced, when this library created them."""
     try:

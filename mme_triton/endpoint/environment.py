@@ -3,8 +3,8 @@
 The SageMaker Triton container starts ``tritonserver`` from its ``serve`` script, which turns the model's
 ``Environment`` into command-line arguments. :class:`TritonEnvironment` covers every variable that script
 (and Triton's SageMaker front-end) reads; :func:`validate_environment` enforces CreateModel's limits,
-which moto does not; :func:`serve_args` derives the arguments the script would pass, so the embedded stack
-can start its own Triton the way the container does.
+which moto does not. How the script turns the variables into ``tritonserver`` arguments is played by the
+embedded stack, in :mod:`mme_triton.local.serve`.
 
 Example::
 
@@ -28,8 +28,6 @@ __all__ = [
     "ENVIRONMENT_MAX_ITEM_BYTES",
     "KNOWN_VARIABLES",
     "TritonEnvironment",
-    "serve_args",
-    "serve_environment",
     "validate_environment",
 ]
 
@@ -346,70 +344,3 @@ _FIELD_OF = {
     METRICS_PORT: "metrics_port",
     INFERENCE_TYPE: "inference_type",
 }
-
-
-def serve_args(environment: Mapping[str, str], *, gpu_count: int = 0) -> list[str]:
-    """The ``tritonserver`` arguments the container's serve script derives from ``environment``.
-
-    Multi-model mode, in the script's order, including its defaults (model namespacing on, gRPC and
-    metrics off, verbose logging, 16 MiB / 1 MiB python-backend shared memory). Not included, because
-    the caller chooses them: ``--model-repository``, the SageMaker port (``--sagemaker-port``, from
-    ``SAGEMAKER_BIND_TO_PORT``), and the fixed ``--allow-sagemaker=true --allow-http=false
-    --model-control-mode=explicit``. ``SAGEMAKER_TRITON_MODEL_LOAD_GPU_LIMIT`` gives one
-    ``--model-load-gpu-limit`` per GPU, so it needs ``gpu_count``.
-
-    Raises:
-        ValueError: the environment is invalid (see :func:`validate_environment`).
-
-    Example::
-
-        >>> serve_args({"SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": "33554432"})[-2]
-        '--backend-config=python,shm-default-byte-size=33554432'
-    """
-    env = validate_environment(environment)
-    args: list[str] = [f"--model-namespacing={env.get(DISABLE_MODEL_NAMESPACING, 'true')}"]
-    args.append(f"--allow-grpc={env.get(ALLOW_GRPC, 'false')}")
-    args.append(f"--allow-metrics={env.get(ALLOW_METRICS, 'false')}")
-    if METRICS_PORT in env:
-        args.append(f"--metrics-port={env[METRICS_PORT]}")
-    if GRPC_PORT in env:
-        args.append(f"--grpc-port={env[GRPC_PORT]}")
-    if BUFFER_MANAGER_THREAD_COUNT in env:
-        args.append(f"--buffer-manager-thread-count={env[BUFFER_MANAGER_THREAD_COUNT]}")
-    if THREAD_COUNT in env:
-        args.append(f"--sagemaker-thread-count={env[THREAD_COUNT]}")
-    args.append(f"--log-verbose={env.get(LOG_VERBOSE, 'true')}")
-    for name, option in (
-        (LOG_INFO, "--log-info"),
-        (LOG_WARNING, "--log-warning"),
-        (LOG_ERROR, "--log-error"),
-    ):
-        if name in env:
-            args.append(f"{option}={env[name]}")
-    args.append(f"--backend-config=python,shm-default-byte-size={env.get(SHM_DEFAULT_BYTE_SIZE, '16777216')}")
-    args.append(f"--backend-config=python,shm-growth-byte-size={env.get(SHM_GROWTH_BYTE_SIZE, '1048576')}")
-    if TENSORFLOW_VERSION in env:
-        args.append(f"--backend-config=tensorflow,version={env[TENSORFLOW_VERSION]}")
-    if MODEL_LOAD_GPU_LIMIT in env:
-        for gpu in range(gpu_count):
-            args += ["--model-load-gpu-limit", f"{gpu}:{env[MODEL_LOAD_GPU_LIMIT]}"]
-    if ADDITIONAL_ARGS in env:
-        args += env[ADDITIONAL_ARGS].split()
-    return args
-
-
-def serve_environment(environment: Mapping[str, str]) -> dict[str, str]:
-    """The variables Triton's SageMaker front-end reads from its own process environment (MME mode).
-
-    ``SAGEMAKER_MULTI_MODEL=true``, the ping mode the script settles on (``live`` unless
-    ``SAGEMAKER_TRITON_OVERRIDE_PING_MODE`` says otherwise) and ``SAGEMAKER_TRITON_INFERENCE_TYPE`` when
-    set — to be added to the environment of a locally started ``tritonserver``.
-    """
-    env = validate_environment(environment)
-    result = {
-        "SAGEMAKER_MULTI_MODEL": "true",
-        PING_MODE: env.get(OVERRIDE_PING_MODE, "live"),
-    }
-    if INFERENCE_TYPE in env:
-        result[INFERENCE_TYPE] = env[INFERENCE_TYPE]
-    return result

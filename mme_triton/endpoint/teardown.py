@@ -13,24 +13,26 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from mme_triton._aws import make_client
-from mme_triton.endpoint._aws import (
+from mme_triton._sagemaker import error_code, is_not_found, make_client, model_data_url_of
+from mme_triton.endpoint._resources import (
     TAG_ENDPOINT,
     TAG_MANAGED,
     check_name,
     describe_or_none,
-    error_code,
     is_derived_name,
-    is_not_found,
     list_tags,
     name_base,
 )
+from mme_triton.endpoint._retry import control_plane_config
 from mme_triton.endpoint.autoscaling import remove_autoscaling
 from mme_triton.errors import TeardownError
 
 if TYPE_CHECKING:
     import boto3
     from botocore.config import Config
+    from mypy_boto3_application_autoscaling import ApplicationAutoScalingClient
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_sagemaker import SageMakerClient
 
 __all__ = ["TeardownError", "TeardownReport", "sweep", "teardown"]
 
@@ -76,19 +78,19 @@ class TeardownReport:
 
 @dataclass
 class _Clients:
-    sagemaker: Any
-    autoscaling: Any
+    sagemaker: SageMakerClient
+    autoscaling: ApplicationAutoScalingClient
     boto3_session: Any
     boto_config: Any
-    s3_client: Any
+    s3_client: S3Client | None
 
 
 def _clients(
     boto3_session: boto3.Session | None,
     boto_config: Config | None,
-    sagemaker_client: Any,
-    autoscaling_client: Any,
-    s3_client: Any,
+    sagemaker_client: SageMakerClient | None,
+    autoscaling_client: ApplicationAutoScalingClient | None,
+    s3_client: S3Client | None,
     region: str | None,
 ) -> _Clients:
     sagemaker = make_client(
@@ -96,6 +98,7 @@ def _clients(
         client=sagemaker_client,
         boto3_session=boto3_session,
         boto_config=boto_config,
+        default_config=control_plane_config(),
         region=region,
     )
     region = region or getattr(getattr(sagemaker, "meta", None), "region_name", None)
@@ -104,6 +107,7 @@ def _clients(
         client=autoscaling_client,
         boto3_session=boto3_session,
         boto_config=boto_config,
+        default_config=control_plane_config(),
         region=region,
     )
     return _Clients(sagemaker, autoscaling, boto3_session, boto_config, s3_client)
@@ -128,7 +132,7 @@ def _delete(report: TeardownReport, kind: str, name: str, call: Any, **kwargs: A
     return True
 
 
-def _tags(sagemaker: Any, arn: str) -> dict[str, str]:
+def _tags(sagemaker: SageMakerClient, arn: str) -> dict[str, str]:
     """The resource's tags; none for a resource deleted since it was listed (e.g. by a concurrent run).
 
     SageMaker answers ListTags on a deleted resource's ARN with a ValidationException (not always with a
@@ -142,7 +146,7 @@ def _tags(sagemaker: Any, arn: str) -> dict[str, str]:
         raise
 
 
-def _tagged_leftovers(sagemaker: Any, endpoint_name: str) -> tuple[list[str], list[str]]:
+def _tagged_leftovers(sagemaker: SageMakerClient, endpoint_name: str) -> tuple[list[str], list[str]]:
     """Configs and models named like, and tagged for, this endpoint (from earlier or interrupted runs)."""
     base = name_base(endpoint_name)
 
@@ -170,9 +174,9 @@ def teardown(
     region: str | None = None,
     boto3_session: boto3.Session | None = None,
     boto_config: Config | None = None,
-    sagemaker_client: Any = None,
-    autoscaling_client: Any = None,
-    s3_client: Any = None,
+    sagemaker_client: SageMakerClient | None = None,
+    autoscaling_client: ApplicationAutoScalingClient | None = None,
+    s3_client: S3Client | None = None,
 ) -> TeardownReport:
     """Delete an endpoint and what stands behind it; report what was removed.
 
@@ -241,7 +245,7 @@ def _teardown(
     if delete_artifacts:
         for model_name in models:
             model = describe_or_none(sagemaker.describe_model, ModelName=model_name)
-            url = ((model or {}).get("PrimaryContainer") or {}).get("ModelDataUrl")
+            url = model_data_url_of(model) if model is not None else None
             if url and url not in model_data_urls:
                 model_data_urls.append(url)
 
@@ -331,9 +335,9 @@ def sweep(
     region: str | None = None,
     boto3_session: boto3.Session | None = None,
     boto_config: Config | None = None,
-    sagemaker_client: Any = None,
-    autoscaling_client: Any = None,
-    s3_client: Any = None,
+    sagemaker_client: SageMakerClient | None = None,
+    autoscaling_client: ApplicationAutoScalingClient | None = None,
+    s3_client: S3Client | None = None,
 ) -> list[TeardownReport]:
     """Tear down the endpoints this library created, for scheduled cleanup jobs.
 
@@ -411,7 +415,7 @@ def _paginate(call: Any, key: str, **kwargs: Any) -> list[dict[str, Any]]:
 
 
 def _sweep_orphans(
-    sagemaker: Any,
+    sagemaker: SageMakerClient,
     wanted: dict[str, str],
     cutoff: datetime,
     dry_run: bool,

@@ -136,7 +136,7 @@ def export_pytorch(
         (staged / "config.pbtxt").write_text(format_config(config), encoding="utf-8")
 
         problems = validate_model(staged)
-        if any(p.severity == "error" for p in problems):
+        if any(p.is_error for p in problems):
             raise ModelValidationError(str(target), problems)
         if target.exists():
             shutil.rmtree(target)

@@ -201,7 +201,7 @@ def run_quickstart(
 
     Example:
         >>> result = run_quickstart(progress=print)  # doctest: +SKIP
-        >>> result.ok
+        >>> result.ok  # doctest: +SKIP
         True
     """
     import numpy as np

@@ -25,12 +25,9 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from mme_triton.errors import LocalStackError
-from mme_triton.local.runtime import (
-    DEFAULT_MEMORY_BUDGET,
-    DEFAULT_READY_TIMEOUT,
-    EndpointRuntime,
-    InvocationRuntime,
-)
+from mme_triton.local.endpoint_runtime import DEFAULT_READY_TIMEOUT, EndpointRuntime
+from mme_triton.local.lru import DEFAULT_MEMORY_BUDGET
+from mme_triton.local.runtime import InvocationRuntime
 
 if TYPE_CHECKING:
     import boto3

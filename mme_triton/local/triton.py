@@ -12,30 +12,42 @@ Only the standard library is used here: the HTTP calls go through :mod:`http.cli
 
 from __future__ import annotations
 
-import contextlib
 import http.client
-import importlib.util
 import json
 import logging
 import os
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
-import sys
-import sysconfig
 import tempfile
 import threading
 import time
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO
 
+from mme_triton._sagemaker import TARGET_MODEL_HEADER
 from mme_triton.errors import LocalStackError
+from mme_triton.local._http import ConnectionPool
+from mme_triton.local._process import (
+    LOG_TAIL_BYTES,
+    error_message,
+    finalize,
+    free_port,
+    log_summary,
+    read_tail,
+    terminate,
+)
+from mme_triton.local.procfs import StubProcess, rss, stub_processes
+from mme_triton.local.triton_wheel import (
+    TritonInstallation,
+    find_triton,
+    prepare_backends,
+    python_info,
+    server_environment,
+)
 
 __all__ = [
     "StubProcess",
@@ -48,11 +60,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"
-_INSTALL_HINT = "pip install 'mme-triton[local]'"
-_ONNXRUNTIME_BACKEND = Path(__file__).parent / "backends" / "onnxruntime" / "model.py"
-_LOG_TAIL_BYTES = 4000
-_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 class TritonRequestError(LocalStackError):
@@ -67,172 +74,6 @@ class TritonRequestError(LocalStackError):
 
 class TritonLoadError(TritonRequestError):
     """``POST /models`` failed: ``status`` is Triton's HTTP status (400, 507 ...), ``message`` its error."""
-
-
-@dataclass(frozen=True)
-class TritonInstallation:
-    """Where the pieces of the ``nvidia-pytriton`` wheel are."""
-
-    server: Path
-    """The ``tritonserver`` binary."""
-    backends: Path
-    """The wheel's ``backends/`` directory (the python backend)."""
-    stubs: Path
-    """``python_backend_stubs/`` with one ``<X.Y>/triton_python_backend_stub`` per Python version."""
-    libs: Path
-    """``site-packages/nvidia_pytriton.libs``: the shared libraries the binary links."""
-
-
-@dataclass(frozen=True)
-class StubProcess:
-    """One python-backend stub process of a running server (one per model instance)."""
-
-    pid: int
-    model: str
-    """The model instance the stub serves, as Triton names it (e.g. ``linear.tar.gz_0_0``)."""
-    model_path: str
-    """The model file Triton started it for (``<model_dir>/<model>/<version>/model.onnx``)."""
-    rss_bytes: int
-    """Resident memory, read from ``/proc/<pid>/statm``."""
-
-
-def find_triton() -> TritonInstallation:
-    """Locate the Triton server shipped in the ``nvidia-pytriton`` wheel.
-
-    Raises:
-        LocalStackError: ``nvidia-pytriton`` is not installed (the message says how to install it) or the
-            installation lacks a piece.
-
-    Example:
-        >>> find_triton().server.name  # doctest: +SKIP
-        'tritonserver'
-    """
-    try:
-        spec = importlib.util.find_spec("pytriton")
-    except (ImportError, ValueError):
-        spec = None
-    if spec is None or not spec.submodule_search_locations:
-        raise LocalStackError(
-            "the embedded stack needs the Triton server from nvidia-pytriton; "
-            f"install it with: {_INSTALL_HINT}"
-        )
-    package = Path(next(iter(spec.submodule_search_locations)))
-    root = package / "tritonserver"
-    found = TritonInstallation(
-        server=root / "bin" / "tritonserver",
-        backends=root / "backends",
-        stubs=root / "python_backend_stubs",
-        libs=package.parent / "nvidia_pytriton.libs",
-    )
-    for path in (found.server, found.backends / "python", found.stubs, found.libs):
-        if not path.exists():
-            raise LocalStackError(
-                f"the nvidia-pytriton installation at {package} is incomplete ({path} is missing); "
-                f"reinstall it with: {_INSTALL_HINT}"
-            )
-    return found
-
-
-@dataclass(frozen=True)
-class _PythonInfo:
-    executable: str
-    version: str  # "3.11"
-    libdir: str
-
-
-def _python_info(executable: str | None) -> _PythonInfo:
-    if executable is None or os.path.realpath(executable) == os.path.realpath(sys.executable):
-        return _PythonInfo(
-            executable=sys.executable,
-            version=f"{sys.version_info[0]}.{sys.version_info[1]}",
-            libdir=str(sysconfig.get_config_var("LIBDIR") or ""),
-        )
-    probe = (
-        "import json, sys, sysconfig; print(json.dumps(['%d.%d' % sys.version_info[:2], "
-        "sysconfig.get_config_var('LIBDIR') or '']))"
-    )
-    try:
-        out = subprocess.run(
-            [executable, "-c", probe], capture_output=True, text=True, timeout=30, check=True
-        )
-        version, libdir = json.loads(out.stdout)
-    except (OSError, subprocess.SubprocessError, ValueError) as exc:
-        raise LocalStackError(f"cannot query the Python interpreter {executable!r}: {exc}") from exc
-    return _PythonInfo(executable=executable, version=str(version), libdir=str(libdir))
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _read_tail(path: Path, limit: int = _LOG_TAIL_BYTES) -> str:
-    try:
-        with path.open("rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - limit))
-            return fh.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-def _log_summary(path: Path, limit: int = _LOG_TAIL_BYTES) -> str:
-    """Triton's error lines (a bad option is reported before a long usage text) and the log's tail."""
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(200_000).decode("utf-8", "replace")
-    except OSError:
-        return ""
-    errors = [
-        line
-        for line in head.splitlines()
-        if (line.startswith("E") and line[1:5].isdigit()) or "unrecognized option" in line or "error:" in line
-    ][:20]
-    tail = _read_tail(path, limit)
-    if not errors:
-        return tail
-    return "\n".join(errors) + "\n--- end of the log ---\n" + tail[-limit // 2 :]
-
-
-def _error_message(body: bytes) -> str:
-    text = body.decode("utf-8", "replace").strip()
-    try:
-        parsed = json.loads(text)
-    except ValueError:
-        return text
-    if isinstance(parsed, dict) and isinstance(parsed.get("error"), str):
-        return str(parsed["error"])
-    return text
-
-
-def _terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
-    """SIGTERM the server, then SIGKILL its whole process group (stubs included) if it lingers."""
-    if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            logger.warning(
-                "tritonserver (pid %d) ignored SIGTERM for %.1fs; killing it", process.pid, timeout
-            )
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-    # Stubs watch their parent and exit with it; anything left in the group is ours to end.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-
-
-def _finalize(process: subprocess.Popen[bytes] | None, log: IO[bytes] | None, tmp: str | None) -> None:
-    if process is not None:
-        _terminate(process, 5.0)
-    if log is not None:
-        log.close()
-    if tmp is not None:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 class TritonServer:
@@ -289,7 +130,7 @@ class TritonServer:
         self._returncode: int | None = None
         self._log_path: Path | None = None
         self._targets: dict[str, str] = {}
-        self._local = threading.local()
+        self._pool = ConnectionPool()
         self._lock = threading.Lock()
         self.startup_seconds: float | None = None
         """Seconds from spawning the process to ``/ping`` answering 200 (set by :meth:`start`)."""
@@ -308,7 +149,7 @@ class TritonServer:
             if self._process is not None:
                 raise RuntimeError("this TritonServer is already running")
             installation = find_triton()
-            python = _python_info(self._python_executable)
+            python = python_info(self._python_executable)
             stub = installation.stubs / python.version / "triton_python_backend_stub"
             if not stub.is_file():
                 raise LocalStackError(
@@ -320,11 +161,11 @@ class TritonServer:
             tmp = tempfile.mkdtemp(prefix="mme-triton-", dir=self._workdir)
             self._tmp = tmp
             try:
-                backends = self._prepare_backends(Path(tmp), installation, stub)
+                backends = prepare_backends(Path(tmp), installation, stub)
                 repository = Path(tmp) / "repository"
                 repository.mkdir()
                 self._log_path = Path(tmp) / "tritonserver.log"
-                env = self._environment(installation, python)
+                env = {**server_environment(installation, python), **self._env}
                 last_error: LocalStackError | None = None
                 for _attempt in range(3):
                     try:
@@ -347,7 +188,7 @@ class TritonServer:
             process = self._process
             if process is not None:
                 started = time.monotonic()
-                _terminate(process, timeout)
+                terminate(process, timeout)
                 self._returncode = process.returncode
                 logger.debug(
                     "tritonserver (pid %d) stopped in %.2fs", process.pid, time.monotonic() - started
@@ -401,9 +242,9 @@ class TritonServer:
             raise RuntimeError("the server has not been started")
         return self._log_path
 
-    def log_tail(self, limit: int = _LOG_TAIL_BYTES) -> str:
+    def log_tail(self, limit: int = LOG_TAIL_BYTES) -> str:
         """The last ``limit`` bytes of Triton's log ('' when there is none)."""
-        return _read_tail(self._log_path, limit) if self._log_path is not None else ""
+        return read_tail(self._log_path, limit) if self._log_path is not None else ""
 
     # -- SageMaker multi-model routes --------------------------------------------------------------
 
@@ -437,7 +278,7 @@ class TritonServer:
             return
         if status != 200:
             raise TritonLoadError(
-                _error_message(answer) or self._failure_hint(), status=status, model_hash=model_hash
+                error_message(answer) or self._failure_hint(), status=status, model_hash=model_hash
             )
         self._targets[model_hash] = target_model
         logger.debug("loaded %s as %s in %.2fs", target_model, model_hash, time.monotonic() - started)
@@ -466,7 +307,7 @@ class TritonServer:
             logger.debug("model %s was not loaded", model_hash)
             return
         if status != 200:
-            raise TritonRequestError(_error_message(answer), status=status, model_hash=model_hash)
+            raise TritonRequestError(error_message(answer), status=status, model_hash=model_hash)
 
     def invoke(
         self,
@@ -502,70 +343,24 @@ class TritonServer:
     def rss_bytes(self) -> int:
         """Resident memory of the ``tritonserver`` process itself (0 when it is not running)."""
         pid = self.pid
-        return _rss(pid) if pid is not None else 0
+        return rss(pid) if pid is not None else 0
 
     def model_processes(self) -> list[StubProcess]:
         """The python-backend stub processes of this server, with their resident memory.
 
-        Every python-backend model instance (our ``onnxruntime`` backend included) runs in its own stub
+        Every python-backend model instance (the stack's onnxruntime backend included) runs in its own stub
         process, so their resident memory is what loaded models cost. Read from ``/proc`` (Linux only).
         """
         pid = self.pid
-        if pid is None:
-            return []
-        found: list[StubProcess] = []
-        for child in _children(pid):
-            try:
-                argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if not argv or not argv[0].endswith(b"triton_python_backend_stub"):
-                continue
-            # argv: stub, model file, shm region, shm default size, shm growth, parent pid, python
-            # backend dir, ipc handle, instance name, runtime dir
-            text = [a.decode("utf-8", "replace") for a in argv]
-            found.append(
-                StubProcess(
-                    pid=child,
-                    model=text[8] if len(text) > 8 else "",
-                    model_path=text[1] if len(text) > 1 else "",
-                    rss_bytes=_rss(child),
-                )
-            )
-        return found
+        return stub_processes(pid) if pid is not None else []
 
     # -- internals ---------------------------------------------------------------------------------
-
-    def _prepare_backends(self, tmp: Path, installation: TritonInstallation, stub: Path) -> Path:
-        backends = tmp / "backends"
-        shutil.copytree(
-            installation.backends, backends, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
-        )
-        shutil.copy2(stub, backends / "python" / "triton_python_backend_stub")
-        onnxruntime = backends / "onnxruntime"
-        onnxruntime.mkdir(exist_ok=True)
-        shutil.copy2(_ONNXRUNTIME_BACKEND, onnxruntime / "model.py")
-        return backends
-
-    def _environment(self, installation: TritonInstallation, python: _PythonInfo) -> dict[str, str]:
-        env = dict(os.environ)
-        # The stub links libpython3.X.so: the running interpreter's copy must win over the distribution's.
-        lib_dirs = [d for d in (python.libdir, str(installation.libs)) if d]
-        if env.get("LD_LIBRARY_PATH"):
-            lib_dirs.append(env["LD_LIBRARY_PATH"])
-        env["LD_LIBRARY_PATH"] = os.pathsep.join(lib_dirs)
-        # The stub's Python ignores PYTHONPATH and finds its packages through the python3 on PATH.
-        bin_dir = os.path.dirname(os.path.abspath(python.executable))
-        env["PATH"] = os.pathsep.join(p for p in (bin_dir, env.get("PATH", "")) if p)
-        env["SAGEMAKER_MULTI_MODEL"] = "true"
-        env.update(self._env)
-        return env
 
     def _spawn(
         self, installation: TritonInstallation, backends: Path, repository: Path, env: dict[str, str]
     ) -> None:
         assert self._log_path is not None and self._tmp is not None
-        self._port = _free_port()
+        self._port = free_port()
         shm_prefix = f"mme_triton_{os.getpid()}_{secrets.token_hex(4)}_"
         argv = [
             str(installation.server),
@@ -599,14 +394,14 @@ class TritonServer:
             raise LocalStackError(f"cannot run {installation.server}: {exc}") from exc
         self._process = process
         self._log_file = log_file
-        self._finalizer = weakref.finalize(self, _finalize, process, log_file, self._tmp)
+        self._finalizer = weakref.finalize(self, finalize, process, log_file, self._tmp)
         logger.debug("started tritonserver pid %d on port %d", process.pid, self._port)
         deadline = started + self._startup_timeout
         while True:
             code = process.poll()
             if code is not None:
                 self._returncode = code
-                tail = _log_summary(self._log_path)
+                tail = log_summary(self._log_path)
                 self._finalizer.detach()
                 self._process = None
                 log_file.close()
@@ -619,8 +414,8 @@ class TritonServer:
                 logger.info("tritonserver ready at %s in %.2fs", self.url, self.startup_seconds)
                 return
             if time.monotonic() > deadline:
-                tail = _log_summary(self._log_path)
-                _terminate(process, 5.0)
+                tail = log_summary(self._log_path)
+                terminate(process, 5.0)
                 self._returncode = process.returncode
                 self._finalizer.detach()
                 self._process = None
@@ -641,50 +436,21 @@ class TritonServer:
             self._tmp = None
         self._process = None
         self._targets.clear()
-        self._local = threading.local()
+        self._pool.close()
 
     def _failure_hint(self) -> str:
         return f"no message from Triton; log tail:\n{self.log_tail()}"
 
-    def _connection(self, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
-        """This thread's keep-alive connection to the front-end, and whether it was used before."""
-        if self._port is None:
-            raise LocalStackError("the Triton server is not running")
-        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
-        if conn is not None and getattr(self._local, "port", None) == self._port:
-            if conn.sock is not None:
-                conn.sock.settimeout(timeout)
-            conn.timeout = timeout
-            return conn, True
-        conn = http.client.HTTPConnection("127.0.0.1", self._port, timeout=timeout)
-        self._local.conn = conn
-        self._local.port = self._port
-        return conn, False
-
     def _request(
         self, method: str, path: str, body: bytes, headers: Mapping[str, str], timeout: float
     ) -> tuple[int, dict[str, str], bytes]:
-        for attempt in range(2):
-            conn, reused = self._connection(timeout)
-            try:
-                conn.request(method, path, body=body or None, headers=dict(headers))
-                response = conn.getresponse()
-                data = response.read()
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
-                conn.close()
-                self._local.conn = None
-                if reused and attempt == 0:
-                    continue  # the server closed an idle keep-alive connection; one fresh try
-                raise self._unreachable(method, path, exc) from exc
-            except (OSError, http.client.HTTPException) as exc:
-                conn.close()
-                self._local.conn = None
-                raise self._unreachable(method, path, exc) from exc
-            if response.will_close:
-                conn.close()
-                self._local.conn = None
-            return response.status, {k.lower(): v for k, v in response.getheaders()}, data
-        raise AssertionError("unreachable")
+        port = self._port
+        if port is None:
+            raise LocalStackError("the Triton server is not running")
+        try:
+            return self._pool.request(port, method, path, body, headers, timeout)
+        except (OSError, http.client.HTTPException) as exc:
+            raise self._unreachable(method, path, exc) from exc
 
     def _unreachable(self, method: str, path: str, exc: BaseException) -> LocalStackError:
         process = self._process
@@ -703,34 +469,3 @@ class _PortInUseError(LocalStackError):
 def _check_hash(model_hash: str) -> None:
     if not model_hash or "/" in model_hash or any(c.isspace() for c in model_hash):
         raise ValueError(f"model_hash must be a non-empty name without '/' or spaces, got {model_hash!r}")
-
-
-def _rss(pid: int) -> int:
-    try:
-        fields = Path(f"/proc/{pid}/statm").read_text().split()
-        return int(fields[1]) * _PAGE_SIZE
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
-def _children(pid: int) -> list[int]:
-    """Direct children of ``pid``, from /proc (psutil is not a dependency)."""
-    # Stubs are forked from whichever Triton thread loads the model: read every thread's children.
-    try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
-        return sorted({int(c) for task in tasks for c in (task / "children").read_text().split()})
-    except (OSError, ValueError):
-        pass  # kernels without CONFIG_PROC_CHILDREN: scan every process's parent instead
-    found: list[int] = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # the command name is in parentheses and may contain spaces: split after the last ')'
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 1 and fields[1] == str(pid):
-            found.append(int(entry.name))
-    return found

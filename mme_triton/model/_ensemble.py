@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+from mme_triton._sagemaker import ENSEMBLE_CONFIG_PATTERN
 from mme_triton.model import codes
+from mme_triton.model._files import read_regular
 from mme_triton.model._pb import ModelConfig
-from mme_triton.model.config import datatype_name
+from mme_triton.model.config import CONFIG_FILENAME, datatype_name
 from mme_triton.model.problems import Problem
 
-__all__ = ["check_ensemble"]
+__all__ = ["check_archive_ensemble", "check_ensemble"]
 
 
 @dataclass(frozen=True)
@@ -298,3 +301,39 @@ def _dims_match(left: tuple[int, ...], right: tuple[int, ...]) -> bool:
 
 def _names(tensors: Mapping[str, object]) -> str:
     return ", ".join(repr(name) for name in sorted(tensors)) or "none"
+
+
+def check_archive_ensemble(model_path: Path, members: list[Path]) -> list[Problem]:
+    """SageMaker's front-end must find the ensemble of a multi-directory archive, and only that one, by
+    the text of each config (:data:`mme_triton._sagemaker.ENSEMBLE_CONFIG_PATTERN`)."""
+    problems: list[Problem] = []
+    for member in members:
+        config_path = member / CONFIG_FILENAME
+        try:
+            text = read_regular(config_path).decode("utf-8", errors="replace")
+        except OSError:
+            continue  # reported where the config is read
+        detected = ENSEMBLE_CONFIG_PATTERN.search(text) is not None
+        if member == model_path and not detected:
+            problems.append(
+                Problem(
+                    "error",
+                    codes.ENSEMBLE_NOT_DETECTED,
+                    'SageMaker finds the ensemble in a multi-model archive by the text platform: "ensemble" '
+                    "(double quotes, no space before the colon); write the platform line exactly so, or it "
+                    "may load a step model instead",
+                    str(config_path),
+                )
+            )
+        elif member != model_path and detected:
+            problems.append(
+                Problem(
+                    "error",
+                    codes.ENSEMBLE_ARCHIVE_AMBIGUOUS,
+                    f'{member.name} also reads as an ensemble to SageMaker (platform: "ensemble" in its '
+                    f"config), so an archive of {model_path.name} holds two ensembles and SageMaker loads "
+                    "either one; flatten the nested ensemble into its parent",
+                    str(config_path),
+                )
+            )
+    return problems

@@ -28,6 +28,7 @@ class Problem:
 
     @property
     def is_error(self) -> bool:
+        """``True`` for an error (packaging refuses the model), ``False`` for a warning."""
         return self.severity == "error"
 
     def __str__(self) -> str:

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mme_triton.model import _checks, codes
-from mme_triton.model._ensemble import check_ensemble
-from mme_triton.model._files import path_kind, read_regular
+from mme_triton.model._ensemble import check_archive_ensemble, check_ensemble
+from mme_triton.model._files import path_kind
 from mme_triton.model._pb import ModelConfig
 from mme_triton.model.config import CONFIG_FILENAME, parse_config_file
 from mme_triton.model.problems import Problem
@@ -73,12 +73,12 @@ class TritonModel:
     @property
     def errors(self) -> tuple[Problem, ...]:
         """The problems of severity ``error`` (a model with any of them will not load)."""
-        return tuple(p for p in self.problems if p.severity == "error")
+        return tuple(p for p in self.problems if p.is_error)
 
     @property
     def warnings(self) -> tuple[Problem, ...]:
         """The problems of severity ``warning``."""
-        return tuple(p for p in self.problems if p.severity == "warning")
+        return tuple(p for p in self.problems if not p.is_error)
 
     def entries(self) -> list[ModelEntry]:
         """Every directory and regular file of every member, as an archive of this model holds them.
@@ -317,7 +317,7 @@ class _Loader:
 
         unique_members = sorted(set(members), key=lambda p: _sort_key(p.name))
         if not is_component and backend == "ensemble" and len(unique_members) > 1:
-            problems.extend(_check_archive_ensemble(model_path, unique_members))
+            problems.extend(check_archive_ensemble(model_path, unique_members))
         return TritonModel(
             name=model_path.name,
             path=model_path,
@@ -424,45 +424,6 @@ def _check_step_versions(config: ModelConfig, name: str, model: TritonModel, whe
                     f"step {index + 1} asks for version {step.model_version} of {name!r}, which has versions "
                     f"{available}; use model_version: -1 (latest) or add the version",
                     where,
-                )
-            )
-    return problems
-
-
-# SageMaker's Triton front-end (sagemaker_server.cc) picks the model to load from a multi-directory archive
-# by matching this expression against each config.pbtxt's text.
-_SAGEMAKER_ENSEMBLE_TEXT = re.compile(r'platform:\s*"ensemble"')
-
-
-def _check_archive_ensemble(model_path: Path, members: list[Path]) -> list[Problem]:
-    problems: list[Problem] = []
-    for member in members:
-        config_path = member / CONFIG_FILENAME
-        try:
-            text = read_regular(config_path).decode("utf-8", errors="replace")
-        except OSError:
-            continue  # reported where the config is read
-        detected = _SAGEMAKER_ENSEMBLE_TEXT.search(text) is not None
-        if member == model_path and not detected:
-            problems.append(
-                Problem(
-                    "error",
-                    codes.ENSEMBLE_NOT_DETECTED,
-                    'SageMaker finds the ensemble in a multi-model archive by the text platform: "ensemble" '
-                    "(double quotes, no space before the colon); write the platform line exactly so, or it "
-                    "may load a step model instead",
-                    str(config_path),
-                )
-            )
-        elif member != model_path and detected:
-            problems.append(
-                Problem(
-                    "error",
-                    codes.ENSEMBLE_ARCHIVE_AMBIGUOUS,
-                    f'{member.name} also reads as an ensemble to SageMaker (platform: "ensemble" in its '
-                    f"config), so an archive of {model_path.name} holds two ensembles and SageMaker loads "
-                    "either one; flatten the nested ensemble into its parent",
-                    str(config_path),
                 )
             )
     return problems

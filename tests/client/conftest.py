@@ -6,8 +6,9 @@ front-end (``/models/<hash>/invoke``) and wraps Triton's answers into the error 
 (``x-amzn-ErrorType`` header and JSON body). boto3's ``sagemaker-runtime`` client points at it through
 ``endpoint_url``, so botocore's own parser reads every answer.
 
-Heavy imports (onnx, moto) happen inside the fixtures that need them; the tests that use those fixtures
-are marked ``local``.
+The front's error answers are the embedded stack's own (:mod:`mme_triton.local.responses`, standard
+library only). Heavy imports (onnx, moto, the Triton wheel) happen inside the fixtures that need them;
+the tests that use those fixtures are marked ``triton`` or ``moto``.
 """
 
 from __future__ import annotations
@@ -22,9 +23,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
+import numpy as np
 import pytest
 
+from mme_triton.client import _json
 from mme_triton.client.datatypes import DATATYPES
+from mme_triton.local import responses
+from mme_triton.local.responses import RuntimeResponse
 
 ACCOUNT_ID = "123456789012"
 REGION = "us-east-1"
@@ -148,15 +154,6 @@ def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedModels]:
 
 
 @dataclass(frozen=True)
-class AwsError:
-    """One error answer in the shape SageMaker's runtime returns it."""
-
-    status: int
-    code: str
-    body: dict[str, Any]
-
-
-@dataclass(frozen=True)
 class SeenRequest:
     """What the front received for one InvokeEndpoint call."""
 
@@ -181,7 +178,7 @@ class SeenRequest:
 class SageMakerFront:
     """``InvokeEndpoint`` for one endpoint, answered by a real Triton; errors in AWS's shapes.
 
-    ``script`` queues answers given before forwarding (``AwsError`` values, or ``None`` to forward one
+    ``script`` queues answers given before forwarding (``RuntimeResponse`` values, or ``None`` to forward one
     request normally), to play ``ModelNotReadyException``, throttling and the like.
     """
 
@@ -191,7 +188,7 @@ class SageMakerFront:
         self.served = served
         self.endpoint = endpoint
         self.requests: list[SeenRequest] = []
-        self._script: collections.deque[AwsError | None] = collections.deque()
+        self._script: collections.deque[RuntimeResponse | None] = collections.deque()
         self._lock = threading.Lock()
         front = self
 
@@ -221,44 +218,29 @@ class SageMakerFront:
     def url(self) -> str:
         return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
-    @staticmethod
-    def aws_error(status: int, code: str, message: str) -> AwsError:
-        return AwsError(status, code, {"message": message})
+    # The error answers are the embedded stack's own (mme_triton.local.responses), so the client is
+    # tested against the same shapes the stack's runtime sends.
 
     @staticmethod
-    def validation_error(message: str) -> AwsError:
-        return AwsError(400, "ValidationError", {"message": message})
+    def aws_error(status: int, code: str, message: str) -> RuntimeResponse:
+        return responses.error_response(status, code, {"Message": message})
 
     @staticmethod
-    def model_not_ready(target_model: str) -> AwsError:
-        return AwsError(
-            429,
-            "ModelNotReadyException",
-            {"message": f"Model {target_model} is not ready yet; it is still being downloaded or loaded."},
-        )
+    def validation_error(message: str) -> RuntimeResponse:
+        return responses.validation_error(message)
 
     @staticmethod
-    def model_error(endpoint: str, status: int, original: str) -> AwsError:
+    def model_not_ready(target_model: str) -> RuntimeResponse:
+        return responses.model_not_ready(target_model, 60.0)
+
+    @staticmethod
+    def model_error(endpoint: str, status: int, original: str) -> RuntimeResponse:
         """A ``ModelError`` (424) carrying the container's status and body, worded as SageMaker words it."""
-        kind = "client" if status < 500 else "server"
-        log_group = f"/aws/sagemaker/Endpoints/{endpoint}"
-        return AwsError(
-            424,
-            "ModelError",
-            {
-                "ErrorCode": f"{kind.upper()}_ERROR_FROM_MODEL",
-                "LogStreamArn": f"arn:aws:logs:{REGION}:{ACCOUNT_ID}:log-group:{log_group}",
-                "Message": (
-                    f'Received {kind} error ({status}) from primary with message "{original}". See '
-                    f"https://{REGION}.console.aws.amazon.com/cloudwatch/home?region={REGION}"
-                    f"#logEventViewer:group={log_group} in account {ACCOUNT_ID} for more information."
-                ),
-                "OriginalMessage": original,
-                "OriginalStatusCode": status,
-            },
+        return responses.model_error(
+            status, original.encode(), endpoint_name=endpoint, region=REGION, account_id=ACCOUNT_ID
         )
 
-    def script(self, *answers: AwsError | None) -> None:
+    def script(self, *answers: RuntimeResponse | None) -> None:
         with self._lock:
             self._script.extend(answers)
 
@@ -278,6 +260,8 @@ class SageMakerFront:
             return 404, {"Content-Type": "text/plain"}, b"not found"
         endpoint = match.group(1)
         target = lowered.get("x-amzn-sagemaker-target-model")
+        if target is not None:  # http.server reads header bytes as latin-1; botocore sends UTF-8
+            target = target.encode("latin-1").decode("utf-8", "replace")
         content_type = lowered.get("content-type", "application/octet-stream")
         with self._lock:
             self.requests.append(SeenRequest(endpoint, target, content_type, lowered, body))
@@ -304,13 +288,9 @@ class SageMakerFront:
         return self._error(self.model_error(endpoint, status, answer.decode("utf-8", "replace")))
 
     @staticmethod
-    def _error(error: AwsError) -> tuple[int, dict[str, str], bytes]:
-        headers = {
-            "Content-Type": "application/json",
-            "x-amzn-ErrorType": f"{error.code}:http://internal.amazon.com/coral/com.amazon.sagemaker/",
-            "x-amzn-RequestId": "00000000-0000-0000-0000-000000000000",
-        }
-        return error.status, headers, json.dumps(error.body).encode()
+    def _error(error: RuntimeResponse) -> tuple[int, dict[str, str], bytes]:
+        headers = {name: value for name, value in error.headers if name.lower() != "content-length"}
+        return error.status, headers, error.body
 
 
 @pytest.fixture
@@ -344,3 +324,82 @@ def runtime_factory() -> Callable[..., Any]:
         )
 
     return make
+
+
+# -- codec samples -----------------------------------------------------------------------------------
+
+# One sample per Triton datatype, with the values most likely to break an encoder: extremes of each
+# integer range, float subnormals and huge values, negative zero, empty and non-ASCII strings.
+SAMPLES: dict[str, np.ndarray[Any, Any]] = {
+    "BOOL": np.array([[True, False, True], [False, False, True]]),
+    "UINT8": np.array([0, 1, 255], dtype=np.uint8),
+    "UINT16": np.array([0, 1, 65535], dtype=np.uint16),
+    "UINT32": np.array([0, 1, 2**32 - 1], dtype=np.uint32),
+    "UINT64": np.array([0, 1, 2**64 - 1], dtype=np.uint64),
+    "INT8": np.array([-128, 0, 127], dtype=np.int8),
+    "INT16": np.array([-(2**15), 0, 2**15 - 1], dtype=np.int16),
+    "INT32": np.array([[-(2**31), 0], [7, 2**31 - 1]], dtype=np.int32),
+    "INT64": np.array([-(2**63), -1, 2**63 - 1], dtype=np.int64),
+    "FP16": np.array([-0.0, 1.5, 65504.0, 6e-8], dtype=np.float16),
+    "FP32": np.array([[0.1, -0.0, 3.4028235e38], [1e-45, -2.5, 16777217.0]], dtype=np.float32),
+    "FP64": np.array([0.1, -0.0, 1.7976931348623157e308, 5e-324, 1 / 3], dtype=np.float64),
+    "BF16": np.array([1.0, -2.5, 3.0e38, 0.1], dtype=ml_dtypes.bfloat16),
+    "BYTES": np.array([[b"", b"abc"], [b"\xc3\xa9t\xc3\xa9", b"with\x00nul"]], dtype=np.object_),
+}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``sample_datatype`` runs the test once per Triton datatype, ``json_datatype`` once per JSON one."""
+    if "sample_datatype" in metafunc.fixturenames:
+        metafunc.parametrize("sample_datatype", list(SAMPLES), ids=list(SAMPLES))
+    if "json_datatype" in metafunc.fixturenames:
+        names = [name for name in SAMPLES if name not in ("FP16", "BF16")]
+        metafunc.parametrize("json_datatype", names, ids=names)
+
+
+@pytest.fixture
+def sample(sample_datatype: str) -> np.ndarray[Any, Any]:
+    """The sample tensor of ``sample_datatype`` (a fresh copy)."""
+    return SAMPLES[sample_datatype].copy()
+
+
+@pytest.fixture
+def json_sample(json_datatype: str) -> np.ndarray[Any, Any]:
+    """The sample tensor of ``json_datatype``: every datatype Triton accepts as JSON (not FP16, BF16)."""
+    return SAMPLES[json_datatype].copy()
+
+
+@pytest.fixture
+def samples() -> dict[str, np.ndarray[Any, Any]]:
+    """Every sample tensor, keyed by datatype."""
+    return {name: array.copy() for name, array in SAMPLES.items()}
+
+
+@pytest.fixture(params=["simdjson", "orjson", "json"])
+def json_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Run the test with each JSON path: pysimdjson reading (orjson writing), orjson, the standard library."""
+    if request.param in ("simdjson", "orjson"):
+        pytest.importorskip("orjson")
+    if request.param == "simdjson":
+        pytest.importorskip("simdjson")
+    monkeypatch.setattr(_json, "use_orjson", request.param in ("simdjson", "orjson"))
+    monkeypatch.setattr(_json, "use_simdjson", request.param == "simdjson")
+    yield request.param
+
+
+@pytest.fixture
+def same_tensor() -> Callable[[np.ndarray[Any, Any], np.ndarray[Any, Any]], None]:
+    """An assertion: same shape, same dtype and the same bits."""
+    return _assert_same_tensor
+
+
+def _assert_same_tensor(actual: np.ndarray[Any, Any], expected: np.ndarray[Any, Any]) -> None:
+    """Same shape, same dtype (native order) and the same values bit for bit (NaN and -0.0 included)."""
+    assert actual.shape == expected.shape
+    if expected.dtype == np.object_:
+        assert actual.dtype == np.object_
+        assert actual.tolist() == expected.tolist()
+        return
+    assert actual.dtype == expected.dtype.newbyteorder("=")
+    native = np.ascontiguousarray(expected, dtype=actual.dtype)
+    assert np.ascontiguousarray(actual).tobytes() == native.tobytes()

@@ -26,7 +26,7 @@ from mme_triton.errors import (
 if TYPE_CHECKING:
     from conftest import SageMakerFront, ServedModels
 
-pytestmark = pytest.mark.local
+pytestmark = pytest.mark.triton
 
 ENDPOINT = "client-test-endpoint"
 
@@ -166,7 +166,7 @@ def test_infer_aws_error_shapes_map_to_exceptions(
         client.infer("echo.tar.gz", {"IN_FP32": GOOD_INPUT})
     assert type(caught.value) is expected
     assert caught.value.status == status
-    assert caught.value.error_code == error.code
+    assert caught.value.error_code == dict(error.headers)["x-amzn-ErrorType"]
     expected_message = json.loads(text)["error"] if kind == "model" else text
     assert caught.value.message == expected_message
 

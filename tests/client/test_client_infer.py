@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 
-from mme_triton.client.client import MAX_REQUEST_BYTES, MMEClient
+from mme_triton.client.client import MAX_PAYLOAD_BYTES, MMEClient
 from mme_triton.client.codec import InferInput, InferRequestedOutput
-from mme_triton.errors import InvalidInputError, PayloadTooLargeError
+from mme_triton.errors import InvalidInputError, ModelNotFoundError, PayloadTooLargeError
 
 if TYPE_CHECKING:
     from conftest import SageMakerFront
 
-pytestmark = pytest.mark.local
+pytestmark = pytest.mark.triton
 
 LINEAR_WEIGHTS = np.array(
     [[0.5, -1.0, 2.0], [1.5, 0.25, -0.5], [-2.0, 1.0, 0.75], [0.125, 3.0, -1.25]], dtype=np.float32
@@ -134,14 +134,37 @@ def test_infer_linear_onnx_matches_numpy(make_client: Callable[..., MMEClient], 
 
 
 @pytest.mark.parametrize(
-    "target_model", ["", "x" * 1025, "tab\there"], ids=["empty", "too-long", "unprintable"]
+    ("target_model", "reason"),
+    [
+        ("", "must not be empty"),
+        ("x" * 1025, "at most 1024 characters"),
+        (" echo.tar.gz", "must not start with whitespace"),
+        ("\techo.tar.gz", "must not start with whitespace"),
+        ("tab\there", "only printable ASCII"),
+        ("caf\u00e9.tar.gz", "only printable ASCII"),
+    ],
+    ids=["empty", "too-long", "leading-space", "leading-tab", "inner-tab", "non-ascii"],
 )
 def test_infer_rejects_bad_target_model(
-    front: SageMakerFront, make_client: Callable[..., MMEClient], target_model: str
+    front: SageMakerFront, make_client: Callable[..., MMEClient], target_model: str, reason: str
 ) -> None:
-    with pytest.raises(ValueError, match="target_model"):
+    with pytest.raises(ValueError, match=f"not a valid TargetModel: .*{reason}"):
         make_client().infer(target_model, {"IN_FP32": np.ones((1, 1), np.float32)})
     assert front.seen() == []
+
+
+@pytest.mark.parametrize(
+    "target_model",
+    ["my model.tar.gz", "\u00e9cho.tar.gz", "x" * 1024],
+    ids=["inner-space", "non-ascii-first", "1024-chars"],
+)
+def test_infer_sends_any_target_model_sagemaker_accepts(
+    front: SageMakerFront, make_client: Callable[..., MMEClient], target_model: str
+) -> None:
+    # The front answers "model data not found" for names it does not serve: the request was sent.
+    with pytest.raises(ModelNotFoundError):
+        make_client().infer(target_model, {"IN_FP32": np.ones((1, 1), np.float32)})
+    assert [request.target_model for request in front.seen()] == [target_model]
 
 
 # -- the 6 MiB limit -------------------------------------------------------------------------------------
@@ -153,7 +176,7 @@ def test_infer_over_limit_raises_before_sending(
     big = np.zeros((1600, 1024), np.float32)  # 6.55 MB of tensor data
     with pytest.raises(PayloadTooLargeError, match="split_batches") as caught:
         make_client().infer("echo.tar.gz", {"IN_FP32": big})
-    assert f"{MAX_REQUEST_BYTES:,}" in str(caught.value)
+    assert f"{MAX_PAYLOAD_BYTES:,}" in str(caught.value)
     assert caught.value.target_model == "echo.tar.gz"
     assert front.seen() == []
 
@@ -172,7 +195,7 @@ def test_infer_split_batches_joins_outputs_in_order(
     assert out["OUT_BYTES"].tolist() == labels.tolist()
     seen = front.seen()
     assert len(seen) >= 2
-    assert all(len(request.body) <= MAX_REQUEST_BYTES for request in seen)
+    assert all(len(request.body) <= MAX_PAYLOAD_BYTES for request in seen)
     assert sum(request.rows() for request in seen) == rows
 
 
@@ -203,7 +226,7 @@ def test_infer_split_batches_small_request_is_sent_once(
 def test_infer_split_batches_single_row_over_limit_raises(
     front: SageMakerFront, make_client: Callable[..., MMEClient]
 ) -> None:
-    wide = np.zeros((3, MAX_REQUEST_BYTES // 4 + 1), np.float32)
+    wide = np.zeros((3, MAX_PAYLOAD_BYTES // 4 + 1), np.float32)
     with pytest.raises(PayloadTooLargeError, match="cannot be split"):
         make_client(split_batches=True).infer("echo.tar.gz", {"IN_FP32": wide})
     assert front.seen() == []

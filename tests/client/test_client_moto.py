@@ -1,5 +1,5 @@
-"""AWS call shapes against moto's server: what InvokeEndpoint carries, the botocore configuration, and
-``models()`` (DescribeEndpoint → DescribeEndpointConfig → DescribeModel, then an S3 listing).
+"""AWS call shapes against moto's server: what InvokeEndpoint carries, the botocore configuration, and the
+``models()`` shortcut to the endpoint stage.
 
 moto answers InvokeEndpoint with canned results queued through its ``/moto-api/static/sagemaker/
 endpoint-results`` route; it keys each answer on the request's ``X-Amzn-SageMaker-*`` headers and body, so
@@ -19,9 +19,8 @@ import pytest
 from botocore.config import Config
 
 from mme_triton.client.client import MMEClient
-from mme_triton.errors import ArtifactError, EndpointNotFoundError
 
-pytestmark = pytest.mark.local
+pytestmark = pytest.mark.moto
 
 REGION = "us-east-1"
 FAKE_CREDENTIALS: dict[str, Any] = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
@@ -124,112 +123,15 @@ def test_client_rejects_bad_options(moto_url: str, option: str, value: Any) -> N
         MMEClient("ep", runtime_client=_aws("sagemaker-runtime", moto_url), **{option: value})
 
 
-# -- models() --------------------------------------------------------------------------------------------
-
-
-def _deploy(moto_url: str, model_data_url: str) -> str:
-    """Create Model (MultiModel) → EndpointConfig → Endpoint in moto; return the endpoint's name."""
-    sagemaker = _aws("sagemaker", moto_url)
-    name = _unique("mme")
-    sagemaker.create_model(
-        ModelName=name,
-        ExecutionRoleArn="arn:aws:iam::123456789012:role/sagemaker",
-        PrimaryContainer={
-            "Image": "785573368785.dkr.ecr.us-east-1.amazonaws.com/sagemaker-tritonserver:24.09-py3",
-            "ModelDataUrl": model_data_url,
-            "Mode": "MultiModel",
-        },
-    )
-    sagemaker.create_endpoint_config(
-        EndpointConfigName=name,
-        ProductionVariants=[
-            {
-                "VariantName": "AllTraffic",
-                "ModelName": name,
-                "InstanceType": "ml.g4dn.xlarge",
-                "InitialInstanceCount": 1,
-            }
-        ],
-    )
-    sagemaker.create_endpoint(EndpointName=name, EndpointConfigName=name)
-    return name
-
-
-def _bucket_with(moto_url: str, keys: list[str]) -> str:
+def test_client_models_shortcut_lists_the_prefix_it_was_given(moto_url: str) -> None:
     s3 = _aws("s3", moto_url)
-    bucket = _unique("models")
+    bucket = f"models-{uuid.uuid4().hex[:12]}"
     s3.create_bucket(Bucket=bucket)
-    for key in keys:
-        s3.put_object(Bucket=bucket, Key=key, Body=b"x")
-    return bucket
-
-
-KEYS = [
-    "mme/resnet.tar.gz",
-    "mme/bert.tar.gz",
-    "mme/notes.txt",
-    "mme/old/resnet-v1.tar.gz",
-    "mmeother/not-ours.tar.gz",
-    "elsewhere/linear.tar.gz",
-]
-
-
-@pytest.mark.parametrize("prefix", ["mme/", "mme"], ids=["trailing-slash", "no-trailing-slash"])
-def test_models_lists_archives_directly_under_the_endpoint_prefix(moto_url: str, prefix: str) -> None:
-    bucket = _bucket_with(moto_url, KEYS)
-    endpoint = _deploy(moto_url, f"s3://{bucket}/{prefix}")
-    client = MMEClient(
-        endpoint,
-        runtime_client=_aws("sagemaker-runtime", moto_url),
-        sagemaker_client=_aws("sagemaker", moto_url),
-        s3_client=_aws("s3", moto_url),
-    )
-    assert client.models() == ["bert.tar.gz", "resnet.tar.gz"]
-
-
-def test_models_uses_given_model_data_url_without_describing(moto_url: str) -> None:
-    bucket = _bucket_with(moto_url, KEYS)
+    s3.put_object(Bucket=bucket, Key="mme/linear.tar.gz", Body=b"x")
     client = MMEClient(
         "endpoint-that-does-not-exist",
         runtime_client=_aws("sagemaker-runtime", moto_url),
-        s3_client=_aws("s3", moto_url),
-        model_data_url=f"s3://{bucket}/elsewhere/",
+        s3_client=s3,
+        model_data_url=f"s3://{bucket}/mme/",
     )
     assert client.models() == ["linear.tar.gz"]
-
-
-@pytest.mark.slow
-def test_models_follows_pagination(moto_url: str) -> None:
-    keys = [f"many/m{i:04d}.tar.gz" for i in range(1005)]
-    bucket = _bucket_with(moto_url, keys)
-    client = MMEClient(
-        "ep",
-        runtime_client=_aws("sagemaker-runtime", moto_url),
-        s3_client=_aws("s3", moto_url),
-        model_data_url=f"s3://{bucket}/many/",
-    )
-    assert client.models() == sorted(key.split("/")[1] for key in keys)
-
-
-def test_models_missing_bucket_raises_artifact_error(moto_url: str) -> None:
-    client = MMEClient(
-        "ep",
-        runtime_client=_aws("sagemaker-runtime", moto_url),
-        s3_client=_aws("s3", moto_url),
-        model_data_url=f"s3://{_unique('absent')}/mme/",
-    )
-    with pytest.raises(ArtifactError, match="NoSuchBucket"):
-        client.models()
-
-
-def test_models_unknown_endpoint_raises_endpoint_not_found(moto_url: str) -> None:
-    client = MMEClient(
-        "no-such-endpoint",
-        runtime_client=_aws("sagemaker-runtime", moto_url),
-        sagemaker_client=_aws("sagemaker", moto_url),
-        s3_client=_aws("s3", moto_url),
-    )
-    with pytest.raises(EndpointNotFoundError) as caught:
-        client.models()
-    assert caught.value.endpoint_name == "no-such-endpoint"
-    assert caught.value.error_code == "ValidationException"

@@ -26,7 +26,7 @@ from mme_triton.client.datatypes import DATATYPES
 if TYPE_CHECKING:
     from conftest import ServedModels
 
-pytestmark = pytest.mark.local
+pytestmark = pytest.mark.triton
 
 SHAPES = [(2, 3), (1, 1), (0, 3), (3, 0), (4, 257)]
 SHAPE_IDS = ["2x3", "1x1", "0x3", "3x0", "4x257"]

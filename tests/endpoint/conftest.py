@@ -3,20 +3,11 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerExecution"
-
-
-@pytest.fixture
-def plane() -> Iterator[Any]:
-    from mme_triton.local.controlplane import ControlPlane
-
-    with ControlPlane(transition_delay=0.05) as control_plane:
-        yield control_plane
 
 
 @pytest.fixture

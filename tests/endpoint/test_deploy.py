@@ -10,7 +10,7 @@ import pytest
 from mme_triton.endpoint import AutoScaling, Endpoint, TritonEnvironment, deploy_mme
 from mme_triton.errors import DeploymentError, DeploymentTimeoutError, EndpointFailedError
 
-pytestmark = pytest.mark.local
+pytestmark = pytest.mark.moto
 
 
 def _calls(client: Any) -> list[str]:
@@ -368,7 +368,7 @@ def test_deploy_mme_rejects_what_aws_refuses_before_any_call(
 
 
 def test_deploy_mme_rejects_bad_model_data_url(deploy_kwargs: dict[str, Any]) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="is not an S3 URL"):
         deploy_mme("my-mme", "https://bucket/prefix", **deploy_kwargs)
 
 

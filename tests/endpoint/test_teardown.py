@@ -12,7 +12,7 @@ import pytest
 from mme_triton.endpoint import AutoScaling, TeardownReport, deploy_mme, sweep, teardown
 from mme_triton.errors import DeploymentError
 
-pytestmark = pytest.mark.local
+pytestmark = pytest.mark.moto
 
 
 @pytest.fixture
@@ -177,7 +177,7 @@ def test_teardown_delete_artifacts_removes_objects_under_prefix(
 
 
 def test_teardown_rejects_bad_name(session: Any) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="endpoint name 'bad_name' is invalid"):
         teardown("bad_name", boto3_session=session)
 
 

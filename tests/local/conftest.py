@@ -200,3 +200,9 @@ def model_writers() -> dict[str, Any]:
 def is_alive() -> Any:
     """``process_alive(pid)``."""
     return process_alive
+
+
+@pytest.fixture
+def sm(plane: Any) -> Any:
+    """A real boto3 ``sagemaker`` client on the control plane."""
+    return plane.client("sagemaker")

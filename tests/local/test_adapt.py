@@ -146,7 +146,7 @@ def test_adapt_for_cpu_rejects_a_file(tmp_path: Path) -> None:
         adapt_for_cpu(archive)
 
 
-@pytest.mark.local
+@pytest.mark.triton
 def test_adapt_for_cpu_makes_a_gpu_config_load_on_the_cpu_stack(triton: TritonServer, tmp_path: Path) -> None:
     gpu_config = (
         LINEAR_CONFIG

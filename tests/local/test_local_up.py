@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.local
+pytestmark = [pytest.mark.triton, pytest.mark.moto]
 
 X = np.arange(8, dtype=np.float32).reshape(2, 4) / 8
 

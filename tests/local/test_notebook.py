@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.local
+pytestmark = [pytest.mark.triton, pytest.mark.moto]
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "quickstart.ipynb"
 

@@ -28,7 +28,7 @@ from triton_fixtures import (
 import mme_triton.local
 from mme_triton.local.triton import TritonLoadError, TritonServer
 
-pytestmark = pytest.mark.local
+pytestmark = pytest.mark.triton
 
 __all__ = ["triton"]  # the fixture, imported for pytest
 

@@ -11,7 +11,7 @@ import pytest
 from mme_triton.local.cli import add_local_commands, parse_size
 from mme_triton.local.quickstart import run_quickstart, write_quickstart_models
 
-pytestmark = pytest.mark.local
+pytestmark = [pytest.mark.triton, pytest.mark.moto]
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -25,9 +25,9 @@ from mme_triton import (
     deploy_mme,
     upload_models,
 )
-from mme_triton.local.runtime import target_model_hash
+from mme_triton.local.endpoint_runtime import target_model_hash
 
-pytestmark = pytest.mark.local
+pytestmark = [pytest.mark.triton, pytest.mark.moto]
 
 ENDPOINT = "stack-e2e"
 X = np.arange(8, dtype=np.float32).reshape(2, 4) / 8

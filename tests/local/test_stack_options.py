@@ -8,22 +8,20 @@ import pytest
 
 from mme_triton.local import LocalStack
 
-pytestmark = pytest.mark.local
-
 
 @pytest.mark.parametrize(
-    "kwargs",
+    ("kwargs", "message"),
     [
-        {"memory_budget": 0},
-        {"memory_budget": -5},
-        {"max_models": 0},
-        {"transition_delay": -1.0},
-        {"model_ready_timeout": 0.0},
+        ({"memory_budget": 0}, "memory_budget must be > 0"),
+        ({"memory_budget": -5}, "memory_budget must be > 0"),
+        ({"max_models": 0}, "max_models must be > 0"),
+        ({"transition_delay": -1.0}, "transition_delay must be >= 0"),
+        ({"model_ready_timeout": 0.0}, "model_ready_timeout must be > 0"),
     ],
     ids=["zero-budget", "negative-budget", "zero-models", "negative-delay", "zero-ready-timeout"],
 )
-def test_local_stack_refuses_impossible_options(kwargs: dict[str, Any]) -> None:
-    with pytest.raises(ValueError):
+def test_local_stack_refuses_impossible_options(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
         LocalStack(**kwargs)
 
 
@@ -45,6 +43,8 @@ def test_local_stack_needs_to_be_started(use: Any) -> None:
         use(stack)
 
 
+@pytest.mark.triton
+@pytest.mark.moto
 def test_local_stack_stop_is_idempotent_and_start_returns_the_stack() -> None:
     stack = LocalStack()
     stack.stop()  # never started: nothing to do

@@ -17,9 +17,10 @@ from botocore.exceptions import ClientError
 
 from mme_triton import InferenceError, MMEClient, deploy_mme, upload_models
 from mme_triton.local import LocalStack
-from mme_triton.local.runtime import directory_size, target_model_hash
+from mme_triton.local.endpoint_runtime import target_model_hash
+from mme_triton.local.extract import directory_size
 
-pytestmark = pytest.mark.local
+pytestmark = [pytest.mark.triton, pytest.mark.moto]
 
 X = np.ones((1, 4), dtype=np.float32)
 

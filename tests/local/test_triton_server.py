@@ -27,7 +27,7 @@ import mme_triton.local.triton as triton_module
 from mme_triton.errors import LocalStackError
 from mme_triton.local.triton import TritonLoadError, TritonServer, find_triton
 
-pytestmark = pytest.mark.local
+pytestmark = pytest.mark.triton
 
 __all__ = ["triton"]  # the fixture, imported for pytest
 
@@ -196,8 +196,8 @@ def test_triton_server_retries_when_its_port_is_taken_first(
         busy.listen()
         taken = busy.getsockname()[1]
         offered = iter([taken])
-        real_free_port = triton_module._free_port
-        monkeypatch.setattr(triton_module, "_free_port", lambda: next(offered, None) or real_free_port())
+        real_free_port = triton_module.free_port
+        monkeypatch.setattr(triton_module, "free_port", lambda: next(offered, None) or real_free_port())
 
         with TritonServer(workdir=tmp_path) as server:
             assert server.port != taken

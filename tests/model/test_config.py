@@ -110,7 +110,6 @@ def test_validating_loads_the_schema_without_importing_grpc() -> None:
     assert result.stdout.strip() == "ok"
 
 
-@pytest.mark.local  # tritonclient.grpc needs grpcio, which only the local extra brings
 def test_schema_loads_next_to_a_regular_tritonclient_grpc_import() -> None:
     script = textwrap.dedent(
         """

@@ -192,7 +192,6 @@ def _onnx_external_data_outside(model: Path, make_linear_onnx: Callable[..., byt
     (model.parent / "secret.bin").write_bytes(b"\0" * 48)  # exists, but outside the model
 
 
-@pytest.mark.local
 @pytest.mark.parametrize(
     ("case", "expected"),
     [

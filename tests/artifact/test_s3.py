@@ -27,7 +27,7 @@ from mme_triton.errors import ArtifactConflictError, ArtifactError, ModelValidat
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
-pytestmark = pytest.mark.local  # moto's server
+pytestmark = pytest.mark.moto
 
 
 def keys(s3: S3Client, bucket: str) -> list[str]:
@@ -225,7 +225,7 @@ def test_upload_models_passes_server_side_encryption(
 def test_upload_models_rejects_bad_encryption_options(
     repo: Path, s3: S3Client, url: str, options: dict[str, str]
 ) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"sse must be one of|kms_key_id"):
         upload_models(repo / "offset", url, s3_client=s3, **options)  # type: ignore[arg-type]
 
 
@@ -362,5 +362,5 @@ def test_remove_model_deletes_once(repo: Path, s3: S3Client, bucket: str, url: s
 
 @pytest.mark.parametrize("name", ["scale", "sub/scale.tar.gz", ""], ids=["no-suffix", "slash", "empty"])
 def test_remove_model_rejects_a_bad_name(s3: S3Client, url: str, name: str) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"not a valid TargetModel|one object directly under the prefix"):
         remove_model(url, name, s3_client=s3)

@@ -22,8 +22,6 @@ from mme_triton.client.codec import (
 )
 from mme_triton.client.datatypes import numpy_dtype
 
-pytestmark = pytest.mark.local  # tritonclient.http needs the http extra (gevent, geventhttpclient)
-
 SameTensor = Callable[[np.ndarray[Any, Any], np.ndarray[Any, Any]], None]
 
 

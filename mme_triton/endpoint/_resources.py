@@ -1,4 +1,4 @@
-"""Shared plumbing of the endpoint stage: clients, error codes, names and tags of managed resources."""
+"""Names and tags of the SageMaker resources the endpoint stage manages, and reading them back."""
 
 from __future__ import annotations
 
@@ -6,7 +6,12 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from mme_triton._sagemaker import is_not_found
+
+if TYPE_CHECKING:
+    from mypy_boto3_sagemaker import SageMakerClient
 
 TAG_MANAGED = "mme-triton:managed"
 TAG_ENDPOINT = "mme-triton:endpoint"
@@ -16,22 +21,6 @@ TAG_PREFIX = "mme-triton:"
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
 NAME_MAX = 63
 _BASE_MAX = NAME_MAX - 10  # room for "-m" / "-c" and 8 hex digits
-
-
-def error_code(exc: BaseException) -> str:
-    response = getattr(exc, "response", None)
-    if isinstance(response, dict):
-        return str(response.get("Error", {}).get("Code", ""))
-    return ""
-
-
-def is_not_found(exc: BaseException) -> bool:
-    """SageMaker answers a missing resource with ValidationException "Could not find ..."."""
-    code = error_code(exc)
-    if code in ("ResourceNotFound", "ResourceNotFoundException", "NotFound"):
-        return True
-    message = str(getattr(exc, "response", {}).get("Error", {}).get("Message", "")).lower()
-    return code == "ValidationException" and ("could not find" in message or "does not exist" in message)
 
 
 def describe_or_none(call: Any, **kwargs: Any) -> dict[str, Any] | None:
@@ -82,7 +71,7 @@ def tag_dict(tags: Any) -> dict[str, str]:
     return {t["Key"]: t["Value"] for t in tags or []}
 
 
-def list_tags(sagemaker: Any, arn: str) -> dict[str, str]:
+def list_tags(sagemaker: SageMakerClient, arn: str) -> dict[str, str]:
     tags: dict[str, str] = {}
     kwargs: dict[str, Any] = {"ResourceArn": arn}
     while True:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mme_triton.artifact.package import Artifact, check_target_model, package_model
+from mme_triton.artifact.package import Artifact, check_artifact_name, package_model
 from mme_triton.errors import ArtifactError, ModelValidationError
 from mme_triton.model.repository import JUNK_NAMES
 
@@ -312,16 +313,18 @@ def test_package_model_versioned_name_follows_the_content(repo: Path, tmp_path: 
 
 
 @pytest.mark.parametrize(
-    "name",
+    ("name", "reason"),
     [
-        "scale.tgz",
-        ".tar.gz",
-        "scale.tar",
-        "nested/scale.tar.gz",
-        " leading-space.tar.gz",
-        "tab\there.tar.gz",
-        "caf\u00e9.tar.gz",
-        "x" * 1018 + ".tar.gz",
+        ("scale.tgz", "must end with '.tar.gz'"),
+        (".tar.gz", "must end with '.tar.gz'"),
+        ("scale.tar", "must end with '.tar.gz'"),
+        ("nested/scale.tar.gz", "must not contain '/'"),
+        (" leading-space.tar.gz", "must not start with whitespace"),
+        ("tab\there.tar.gz", "only printable ASCII"),
+        ("caf\u00e9.tar.gz", "only printable ASCII"),
+        ("\u00e9clair.tar.gz", "printable ASCII without whitespace"),
+        ("resnet 50 (v2).tar.gz", "cannot load a model whose name holds a space"),
+        ("x" * 1018 + ".tar.gz", "at most 1024 characters"),
     ],
     ids=[
         "tgz",
@@ -331,22 +334,24 @@ def test_package_model_versioned_name_follows_the_content(repo: Path, tmp_path: 
         "leading-space",
         "control-char",
         "non-ascii",
+        "non-ascii-first",
+        "inner-space",
         "1025-chars",
     ],
 )
-def test_package_model_rejects_a_bad_name(repo: Path, out_dir: Path, name: str) -> None:
-    with pytest.raises(ValueError):
+def test_package_model_rejects_a_bad_name(repo: Path, out_dir: Path, name: str, reason: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(reason)):
         package_model(repo / "scale", out_dir, name=name)
     assert not out_dir.exists()
 
 
 @pytest.mark.parametrize(
     "name",
-    ["a.tar.gz", "resnet 50 (v2).tar.gz", "x" * 1017 + ".tar.gz"],
-    ids=["short", "spaces-and-punctuation", "1024-chars"],
+    ["a.tar.gz", "resnet-50_(v2)+final.tar.gz", "x" * 1017 + ".tar.gz"],
+    ids=["short", "punctuation", "1024-chars"],
 )
-def test_check_target_model_accepts_a_valid_name(name: str) -> None:
-    assert check_target_model(name) == name
+def test_check_artifact_name_accepts_a_valid_name(name: str) -> None:
+    assert check_artifact_name(name) == name
 
 
 def test_package_model_rejects_name_together_with_versioned(repo: Path, out_dir: Path) -> None:

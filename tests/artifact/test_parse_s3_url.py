@@ -25,16 +25,16 @@ def test_parse_s3_url_splits_bucket_and_prefix(url: str, expected: tuple[str, st
 
 
 @pytest.mark.parametrize(
-    "url",
+    ("url", "reason"),
     [
-        "https://my-bucket.s3.amazonaws.com/mme/",
-        "my-bucket/mme/",
-        "s3://",
-        "s3://My_Bucket/mme/",
-        "s3://ab/mme/",
-        "s3://my-bucket//mme/",
-        "s3://my-bucket/mme//models/",
-        "s3://my-bucket/mme/resnet.tar.gz",
+        ("https://my-bucket.s3.amazonaws.com/mme/", "is not an S3 URL"),
+        ("my-bucket/mme/", "is not an S3 URL"),
+        ("s3://", "is not a valid S3 bucket name"),
+        ("s3://My_Bucket/mme/", "is not a valid S3 bucket name"),
+        ("s3://ab/mme/", "is not a valid S3 bucket name"),
+        ("s3://my-bucket//mme/", "empty path segment"),
+        ("s3://my-bucket/mme//models/", "empty path segment"),
+        ("s3://my-bucket/mme/resnet.tar.gz", "names an artifact"),
     ],
     ids=[
         "https",
@@ -47,6 +47,6 @@ def test_parse_s3_url_splits_bucket_and_prefix(url: str, expected: tuple[str, st
         "artifact",
     ],
 )
-def test_parse_s3_url_rejects_what_is_not_a_prefix(url: str) -> None:
-    with pytest.raises(ValueError):
+def test_parse_s3_url_rejects_what_is_not_a_prefix(url: str, reason: str) -> None:
+    with pytest.raises(ValueError, match=reason):
         parse_s3_url(url)

@@ -10,7 +10,7 @@ import pytest
 from botocore.awsrequest import HeadersDict
 from botocore.parsers import create_parser
 
-from mme_triton.local.runtime import (
+from mme_triton.local.responses import (
     RuntimeResponse,
     endpoint_not_found,
     internal_failure,
@@ -19,8 +19,6 @@ from mme_triton.local.runtime import (
     model_not_ready,
     payload_too_large,
 )
-
-pytestmark = pytest.mark.local
 
 
 def _parse(response: RuntimeResponse) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-pytestmark = pytest.mark.local
+pytestmark = pytest.mark.moto
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerExecution"
 

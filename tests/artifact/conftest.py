@@ -1,5 +1,6 @@
-"""Model repositories for the packaging tests, written into tmp_path (Python-backend models only, so the
-tests need no ONNX and run in the core test run).
+"""Fixtures of the artifact tests: model repositories written into tmp_path (Python-backend models only,
+so the tests need no ONNX and run in the core test run), and moto's S3 server with real boto3 clients and
+a fresh bucket per test.
 
 ``repo`` holds:
     scale/      python backend, with an executable script, a nested data directory and junk
@@ -12,9 +13,15 @@ tests need no ONNX and run in the core test run).
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    import boto3
+    from mypy_boto3_s3 import S3Client
 
 PYTHON_CONFIG = """\
 name: "{name}"
@@ -65,11 +72,13 @@ ensemble_scheduling {
 """
 
 
-def write_python_model(repo: Path, name: str) -> Path:
+def write_python_model(repo: Path, name: str, weights: bytes = b"") -> Path:
     model = repo / name
     (model / "1").mkdir(parents=True)
     (model / "config.pbtxt").write_text(PYTHON_CONFIG.format(name=name))
     (model / "1" / "model.py").write_text(MODEL_PY)
+    if weights:
+        (model / "1" / "weights.bin").write_bytes(weights)
     return model
 
 
@@ -105,3 +114,31 @@ def repo(tmp_path: Path) -> Path:
 @pytest.fixture
 def out_dir(tmp_path: Path) -> Path:
     return tmp_path / "out"
+
+
+@pytest.fixture
+def session() -> boto3.session.Session:
+    import boto3
+
+    return boto3.session.Session(
+        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+    )
+
+
+@pytest.fixture
+def s3(moto_url: str, session: boto3.session.Session) -> S3Client:
+    from botocore.config import Config
+
+    return session.client("s3", endpoint_url=moto_url, config=Config(s3={"addressing_style": "path"}))
+
+
+@pytest.fixture
+def bucket(s3: S3Client) -> str:
+    name = f"models-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+def url(bucket: str) -> str:
+    return f"s3://{bucket}/mme/models/"

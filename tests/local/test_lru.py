@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mme_triton.local.runtime import ModelLRU
-
-pytestmark = pytest.mark.local
+from mme_triton.local.lru import ModelLRU
 
 
 @pytest.mark.parametrize(
@@ -80,5 +78,5 @@ def test_model_lru_clear_keeps_the_named_model() -> None:
     ids=["zero-budget", "negative-budget", "zero-models"],
 )
 def test_model_lru_rejects_impossible_limits(kwargs: dict[str, int]) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="must be > 0"):
         ModelLRU(**kwargs)  # type: ignore[arg-type]

@@ -1,0 +1,293 @@
+"""SageMaker's rules, each defined once: every stage (and the embedded stack) imports them from here.
+
+- InvokeEndpoint: the request-body limit (:data:`MAX_PAYLOAD_BYTES`), the 60 s the container has to
+  answer, the ``TargetModel`` header (:data:`TARGET_MODEL_HEADER`) and the one TargetModel rule
+  (:func:`target_model_problem`, :func:`check_target_model`);
+- S3 URLs of a multi-model endpoint's ``ModelDataUrl`` (:func:`parse_s3_url`);
+- the error code, message and HTTP status of a botocore ``ClientError`` (:func:`error_code`,
+  :func:`error_message`, :func:`http_status`, :func:`is_not_found`, :func:`is_throttling`);
+- which container of a model serves a multi-model endpoint (:func:`serving_container`);
+- how a boto3 client is made from the AWS injection trio (:func:`make_client`).
+
+Only the standard library is imported at module level: the client, the artifact and endpoint stages and
+the embedded stack all import this module, and none of them may pay for another's dependencies.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import boto3
+    from botocore.config import Config
+
+__all__ = [
+    "ARCHIVE_SUFFIX",
+    "ENSEMBLE_CONFIG_PATTERN",
+    "INVOCATION_TIMEOUT_SECONDS",
+    "MAX_PAYLOAD_BYTES",
+    "TARGET_MODEL_HEADER",
+    "TARGET_MODEL_MAX_CHARS",
+    "TARGET_MODEL_PATTERN",
+    "check_target_model",
+    "error_code",
+    "error_message",
+    "http_status",
+    "is_not_found",
+    "is_throttling",
+    "make_client",
+    "model_data_url_of",
+    "parse_s3_url",
+    "serving_container",
+    "target_model_problem",
+]
+
+MAX_PAYLOAD_BYTES = 6 * 1024 * 1024
+"""InvokeEndpoint's limit on the request body: 6 MiB (6,291,456 bytes); SageMaker answers HTTP 413 above."""
+
+INVOCATION_TIMEOUT_SECONDS = 60.0
+"""Seconds the container has to answer an InvokeEndpoint request (and a model load before
+``ModelNotReadyException``)."""
+
+TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"
+"""The HTTP header that carries InvokeEndpoint's ``TargetModel`` to the container."""
+
+TARGET_MODEL_MAX_CHARS = 1024
+"""InvokeEndpoint: a TargetModel is 1 to 1024 characters."""
+
+TARGET_MODEL_PATTERN = r"\A\S[\p{Print}]*\z"
+"""InvokeEndpoint's pattern for ``TargetModel`` as the API reference writes it (Java regex syntax)."""
+
+ENSEMBLE_CONFIG_PATTERN = re.compile(r'platform:\s*"ensemble"')
+"""How SageMaker's Triton front-end (``sagemaker_server.cc``) tells the ensemble of a multi-directory archive:
+this expression searched in the text of each model's config.pbtxt."""
+
+ARCHIVE_SUFFIX = ".tar.gz"
+"""What a multi-model endpoint's artifacts are named with: ``<prefix>/<name>.tar.gz`` is a TargetModel."""
+
+# The API reference's patterns are Java regular expressions. Without flags, Java's \s is [ \t\n\x0B\f\r]
+# and \p{Print} is printable US-ASCII ([\x20-\x7E]), so \S admits any other character, non-ASCII included.
+_TARGET_MODEL = re.compile(r"\A[^ \t\n\x0b\f\r][\x20-\x7e]*\Z", re.DOTALL)
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_NOT_FOUND_CODES = frozenset({"ResourceNotFound", "ResourceNotFoundException", "NotFound", "404"})
+_THROTTLING_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "TooManyRequestsException",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "RequestLimitExceeded",
+        "SlowDown",
+        "ProvisionedThroughputExceededException",
+    }
+)
+
+
+# -- TargetModel -------------------------------------------------------------------------------------
+
+
+def target_model_problem(name: object) -> str | None:
+    """Why ``name`` cannot be a TargetModel, or ``None`` when InvokeEndpoint accepts it.
+
+    The rule is InvokeEndpoint's: 1 to 1024 characters matching ``\\A\\S[\\p{Print}]*\\z`` — the first
+    character anything but whitespace, the others printable ASCII (spaces included).
+
+    Example:
+        >>> target_model_problem("resnet.tar.gz") is None
+        True
+        >>> target_model_problem(" resnet.tar.gz")
+        'a TargetModel must not start with whitespace'
+    """
+    if not isinstance(name, str):
+        return f"a TargetModel must be a str, not {type(name).__name__}"
+    if not name:
+        return "a TargetModel must not be empty"
+    if len(name) > TARGET_MODEL_MAX_CHARS:
+        return f"a TargetModel has at most {TARGET_MODEL_MAX_CHARS} characters, this one has {len(name)}"
+    if _TARGET_MODEL.match(name) is None:
+        if name[0] in " \t\n\x0b\f\r":
+            return "a TargetModel must not start with whitespace"
+        bad = next(c for c in name[1:] if not " " <= c <= "~")
+        return f"a TargetModel may hold only printable ASCII after its first character, not {bad!r}"
+    return None
+
+
+def check_target_model(name: str) -> str:
+    """Return ``name`` if InvokeEndpoint accepts it as a TargetModel (see :func:`target_model_problem`).
+
+    Raises:
+        TypeError: ``name`` is not a string.
+        ValueError: it breaks the rule; the message says how.
+
+    Example:
+        >>> check_target_model("linear.tar.gz")
+        'linear.tar.gz'
+    """
+    problem = target_model_problem(name)
+    if problem is None:
+        return name
+    if not isinstance(name, str):
+        raise TypeError(problem)
+    shown = name if len(name) <= 80 else name[:77] + "..."
+    raise ValueError(f"{shown!r} is not a valid TargetModel: {problem} (pattern {TARGET_MODEL_PATTERN})")
+
+
+# -- S3 URLs -----------------------------------------------------------------------------------------
+
+
+def parse_s3_url(url: str) -> tuple[str, str]:
+    """Split an ``s3://bucket/prefix/`` URL (a ModelDataUrl) into ``(bucket, prefix)``.
+
+    The prefix comes back empty (the bucket's root) or ending with ``/``, with or without a trailing
+    slash in ``url``: ``"s3://models/mme"`` and ``"s3://models/mme/"`` both give ``("models", "mme/")``.
+    SageMaker serves ``<prefix><TargetModel>`` from it.
+
+    Raises:
+        TypeError: ``url`` is not a string.
+        ValueError: not an ``s3://`` URL, an invalid bucket name, an empty path segment (``a//b``), or a
+            URL naming a ``.tar.gz`` object (a ModelDataUrl is the prefix the artifacts sit under).
+
+    Example:
+        >>> parse_s3_url("s3://my-bucket/mme/models")
+        ('my-bucket', 'mme/models/')
+    """
+    if not isinstance(url, str):
+        raise TypeError(f"an S3 URL must be a str, not {type(url).__name__}")
+    if not url.startswith("s3://"):
+        raise ValueError(f"{url!r} is not an S3 URL; expected s3://bucket/prefix/")
+    bucket, _, key = url[len("s3://") :].partition("/")
+    if not _BUCKET.fullmatch(bucket) or ".." in bucket:
+        raise ValueError(f"{url!r}: {bucket!r} is not a valid S3 bucket name")
+    prefix = key.rstrip("/")
+    if "//" in prefix or key.startswith("/"):
+        raise ValueError(f"{url!r} has an empty path segment ('//')")
+    if prefix.endswith(ARCHIVE_SUFFIX):
+        raise ValueError(
+            f"{url!r} names an artifact; give the prefix the artifacts sit under (the ModelDataUrl), "
+            f"e.g. s3://{bucket}/{prefix.rpartition('/')[0]}"
+        )
+    return bucket, f"{prefix}/" if prefix else ""
+
+
+# -- errors ------------------------------------------------------------------------------------------
+
+
+def _error(exc: BaseException) -> Mapping[str, Any]:
+    response = getattr(exc, "response", None)
+    if isinstance(response, Mapping):
+        error = response.get("Error")
+        if isinstance(error, Mapping):
+            return error
+    return {}
+
+
+def error_code(exc: BaseException) -> str:
+    """The AWS error code of a botocore ``ClientError`` (``"ValidationException"`` ...); ``""`` otherwise.
+
+    Example:
+        >>> from botocore.exceptions import ClientError
+        >>> error_code(ClientError({"Error": {"Code": "ThrottlingException"}}, "DescribeEndpoint"))
+        'ThrottlingException'
+    """
+    return str(_error(exc).get("Code", "") or "")
+
+
+def error_message(exc: BaseException) -> str:
+    """The AWS error message of a ``ClientError``, or ``str(exc)`` when it carries none."""
+    return str(_error(exc).get("Message", "") or "") or str(exc)
+
+
+def http_status(exc: BaseException) -> int | None:
+    """The HTTP status of the answer behind a ``ClientError``, ``None`` when unknown."""
+    response = getattr(exc, "response", None)
+    if not isinstance(response, Mapping):
+        return None
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    try:
+        return int(status) if status is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def is_not_found(exc: BaseException) -> bool:
+    """Whether ``exc`` says the resource does not exist.
+
+    SageMaker answers a missing model, endpoint config or endpoint with ``ValidationException`` "Could
+    not find ..."; other services use ``ResourceNotFoundException`` or ``NotFound``.
+    """
+    code = error_code(exc)
+    if code in _NOT_FOUND_CODES:
+        return True
+    message = str(_error(exc).get("Message", "")).lower()
+    return code == "ValidationException" and ("could not find" in message or "does not exist" in message)
+
+
+def is_throttling(exc: BaseException) -> bool:
+    """Whether ``exc`` is an AWS throttling error (``ThrottlingException``, ``TooManyRequests`` ...)."""
+    return error_code(exc) in _THROTTLING_CODES or (http_status(exc) == 429 and not error_code(exc))
+
+
+# -- models and containers ---------------------------------------------------------------------------
+
+
+def serving_container(model: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The container of a DescribeModel answer that serves the endpoint's models.
+
+    A multi-model endpoint's model has one container: ``PrimaryContainer``, or a one-element
+    ``Containers``. When ``Containers`` holds several (an inference pipeline), the one in ``MultiModel``
+    mode serves the TargetModels, else the first. ``None`` when the model has no container at all.
+    """
+    primary = model.get("PrimaryContainer")
+    if isinstance(primary, Mapping) and primary:
+        return primary
+    containers = [c for c in model.get("Containers") or () if isinstance(c, Mapping)]
+    for container in containers:
+        if container.get("Mode") == "MultiModel":
+            return container
+    return containers[0] if containers else None
+
+
+def model_data_url_of(model: Mapping[str, Any]) -> str | None:
+    """The ``ModelDataUrl`` of the container that serves a model (see :func:`serving_container`)."""
+    container = serving_container(model)
+    url = container.get("ModelDataUrl") if container is not None else None
+    return str(url) if url else None
+
+
+# -- boto3 clients -----------------------------------------------------------------------------------
+
+
+def make_client(
+    service: str,
+    *,
+    client: Any = None,
+    boto3_session: boto3.Session | None = None,
+    boto_config: Config | None = None,
+    default_config: Config | None = None,
+    region: str | None = None,
+) -> Any:
+    """A boto3 client for ``service``: ``client`` itself when given, else one from the session.
+
+    Every AWS-facing entry point of the library takes the same trio: ``boto3_session=``,
+    ``boto_config=`` and a ready client that wins over both. ``boto_config`` is merged over the stage's
+    ``default_config`` (its settings win; those it leaves unset keep the stage's defaults), the same way
+    in every stage.
+    """
+    if client is not None:
+        return client
+    if boto3_session is None:
+        import boto3
+
+        boto3_session = boto3.Session()
+    config = boto_config
+    if default_config is not None:
+        config = default_config if boto_config is None else default_config.merge(boto_config)
+    kwargs: dict[str, Any] = {"config": config}
+    if region is not None:
+        kwargs["region_name"] = region
+    session: Any = boto3_session
+    return session.client(service, **kwargs)

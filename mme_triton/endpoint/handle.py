@@ -1,0 +1,224 @@
+"""The :class:`Endpoint` handle ``deploy_mme`` returns, and waiting for an endpoint's status."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mme_triton._sagemaker import error_code, error_message, is_not_found, make_client
+from mme_triton.endpoint._retry import control_plane_config
+from mme_triton.errors import (
+    DeploymentError,
+    DeploymentTimeoutError,
+    EndpointFailedError,
+    EndpointNotFoundError,
+)
+
+if TYPE_CHECKING:
+    from mypy_boto3_sagemaker import SageMakerClient
+
+    from mme_triton.client.client import MMEClient
+
+__all__ = ["IN_PROGRESS", "DeployProgress", "Endpoint", "control_plane_errors", "wait_for_endpoint"]
+
+logger = logging.getLogger(__name__)
+
+#: ``progress(stage, detail)``; stages: ``"upload"``, ``"create-model"``, ``"create-endpoint-config"``,
+#: ``"create-endpoint"``, ``"update-endpoint"``, ``"wait"`` (detail = status and seconds waited),
+#: ``"autoscaling"``, ``"cleanup"``, ``"rollback"``, ``"done"``.
+DeployProgress = Callable[[str, str], None]
+
+#: Endpoint statuses on the way to ``InService`` (or back to it after an update).
+IN_PROGRESS = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack"})
+
+
+@contextlib.contextmanager
+def control_plane_errors(
+    endpoint_name: str, action: str, *, missing_is_endpoint: bool = True
+) -> Iterator[None]:
+    """Turn botocore's errors inside the block into the library's: ``EndpointNotFoundError`` for an
+    endpoint that does not exist (when the block describes the endpoint), ``DeploymentError`` for any other
+    failure (the cause chained)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        yield
+    except ClientError as exc:
+        if missing_is_endpoint and is_not_found(exc):
+            raise EndpointNotFoundError(
+                error_message(exc), endpoint_name=endpoint_name, error_code=error_code(exc) or None
+            ) from exc
+        raise DeploymentError(
+            f"cannot {action} endpoint {endpoint_name!r}: {error_message(exc)}", endpoint_name=endpoint_name
+        ) from exc
+    except BotoCoreError as exc:
+        raise DeploymentError(
+            f"cannot {action} endpoint {endpoint_name!r}: {exc}", endpoint_name=endpoint_name
+        ) from exc
+
+
+@dataclass
+class Endpoint:
+    """A handle on a deployed multi-model endpoint.
+
+    Attributes:
+        name, arn, status: the endpoint's name, ARN and last seen ``EndpointStatus``.
+        model_data_url: the ``s3://bucket/prefix/`` its models are served from.
+        endpoint_config_name, model_name: the SageMaker resources behind it.
+        region: the endpoint's region.
+        failure_reason: SageMaker's ``FailureReason``, if any.
+    """
+
+    name: str
+    arn: str
+    status: str
+    model_data_url: str
+    endpoint_config_name: str
+    model_name: str
+    region: str
+    failure_reason: str | None = None
+    _sagemaker: SageMakerClient | None = field(default=None, repr=False, compare=False)
+    _session: Any = field(default=None, repr=False, compare=False)
+    _boto_config: Any = field(default=None, repr=False, compare=False)
+
+    def client(self, **kwargs: Any) -> MMEClient:
+        """A ready :class:`~mme_triton.client.client.MMEClient` for this endpoint (same session and config).
+
+        Keyword arguments go to ``MMEClient`` (``runtime_client=``, ``binary=``, ...).
+        """
+        from mme_triton.client.client import MMEClient
+
+        if "runtime_client" not in kwargs:
+            kwargs.setdefault("boto3_session", self._session)
+            kwargs.setdefault("boto_config", self._boto_config)
+            if self._session is None:
+                kwargs["runtime_client"] = make_client(
+                    "sagemaker-runtime", boto_config=self._boto_config, region=self.region
+                )
+        kwargs.setdefault("model_data_url", self.model_data_url)
+        return MMEClient(self.name, **kwargs)
+
+    def refresh(self) -> Endpoint:
+        """Describe the endpoint again and update ``status``, ``failure_reason`` and config/model names.
+
+        Raises:
+            EndpointNotFoundError: the endpoint does not exist any more.
+            DeploymentError: the describe calls failed (the botocore error is chained).
+        """
+        sagemaker = self._sagemaker_client()
+        with control_plane_errors(self.name, "describe"):
+            description = sagemaker.describe_endpoint(EndpointName=self.name)
+            self._update(description)
+        return self
+
+    def models(self) -> list[str]:
+        """The TargetModels under the endpoint's prefix: the ``*.tar.gz`` objects directly in it, sorted.
+
+        Raises:
+            ArtifactError: the S3 listing failed.
+
+        Example:
+            >>> endpoint.models()  # doctest: +SKIP
+            ['linear.tar.gz', 'pipeline.tar.gz']
+        """
+        from mme_triton.artifact.s3 import list_models
+
+        return list_models(self.model_data_url, boto3_session=self._session, boto_config=self._boto_config)
+
+    def wait(
+        self, *, timeout: float = 1800, poll_interval: float = 15, progress: DeployProgress | None = None
+    ) -> Endpoint:
+        """Wait until the endpoint is ``InService``.
+
+        Raises:
+            EndpointFailedError: it went to ``Failed`` (or an update was rolled back).
+            DeploymentTimeoutError: not in service after ``timeout`` seconds.
+            EndpointNotFoundError: the endpoint does not exist any more.
+            DeploymentError: a describe call failed (the botocore error is chained).
+        """
+        description = wait_for_endpoint(
+            self._sagemaker_client(),
+            self.name,
+            timeout=timeout,
+            poll_interval=poll_interval,
+            progress=progress,
+        )
+        with control_plane_errors(self.name, "describe"):
+            self._update(description)
+        return self
+
+    def _sagemaker_client(self) -> SageMakerClient:
+        if self._sagemaker is None:
+            self._sagemaker = make_client(
+                "sagemaker",
+                boto3_session=self._session,
+                boto_config=self._boto_config,
+                default_config=control_plane_config(),
+                region=self.region,
+            )
+        return self._sagemaker
+
+    def _update(self, description: Mapping[str, Any]) -> None:
+        self.status = str(description.get("EndpointStatus", self.status))
+        self.failure_reason = description.get("FailureReason")
+        self.arn = str(description.get("EndpointArn", self.arn))
+        config_name = description.get("EndpointConfigName")
+        if config_name and config_name != self.endpoint_config_name:
+            self.endpoint_config_name = str(config_name)
+            config = self._sagemaker_client().describe_endpoint_config(EndpointConfigName=config_name)
+            self.model_name = str(config["ProductionVariants"][0]["ModelName"])
+
+
+def wait_for_endpoint(
+    sagemaker: SageMakerClient,
+    endpoint_name: str,
+    *,
+    timeout: float,
+    poll_interval: float,
+    progress: DeployProgress | None = None,
+    expect_config: str | None = None,
+) -> dict[str, Any]:
+    """Poll DescribeEndpoint until ``InService``; return the last description.
+
+    With ``expect_config``, an endpoint back ``InService`` on another config (an update SageMaker rolled
+    back) counts as failed.
+
+    Raises:
+        EndpointFailedError: ``Failed``, ``UpdateRollbackFailed``, ``OutOfService`` or a rolled-back update.
+        DeploymentTimeoutError: still in progress after ``timeout`` seconds.
+        EndpointNotFoundError: the endpoint does not exist (any more).
+        DeploymentError: DescribeEndpoint failed (the botocore error is chained).
+    """
+    start = time.monotonic()
+    while True:
+        with control_plane_errors(endpoint_name, "describe"):
+            description: dict[str, Any] = dict(sagemaker.describe_endpoint(EndpointName=endpoint_name))
+        status = description["EndpointStatus"]
+        waited = time.monotonic() - start
+        if progress is not None:
+            progress("wait", f"{status} after {waited:.0f}s")
+        if status == "InService":
+            if expect_config is not None and description.get("EndpointConfigName") != expect_config:
+                reason = description.get("FailureReason") or "the update was rolled back"
+                raise EndpointFailedError(
+                    f"endpoint {endpoint_name!r}: update to {expect_config} failed: {reason}",
+                    endpoint_name=endpoint_name,
+                    failure_reason=reason,
+                )
+            return description
+        if status not in IN_PROGRESS:
+            reason = description.get("FailureReason") or ""
+            raise EndpointFailedError(
+                f"endpoint {endpoint_name!r} is {status}: {reason or 'no FailureReason given'}",
+                endpoint_name=endpoint_name,
+                failure_reason=reason,
+            )
+        if waited >= timeout:
+            raise DeploymentTimeoutError(
+                f"endpoint {endpoint_name!r} still {status} after {timeout:g}s", endpoint_name=endpoint_name
+            )
+        time.sleep(max(0.0, min(poll_interval, timeout - waited)))

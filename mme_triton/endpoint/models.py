@@ -1,0 +1,110 @@
+"""What a live multi-model endpoint serves: its ModelDataUrl, and the TargetModels under it.
+
+A multi-model endpoint serves every ``<ModelDataUrl><name>.tar.gz`` object directly under the prefix
+of its model's serving container. :func:`endpoint_model_data_url` finds that prefix through
+DescribeEndpoint → DescribeEndpointConfig → DescribeModel; :func:`endpoint_models` lists it with
+:func:`mme_triton.artifact.s3.list_models`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from mme_triton._sagemaker import make_client, model_data_url_of
+from mme_triton.endpoint._retry import control_plane_config
+from mme_triton.endpoint.handle import control_plane_errors
+from mme_triton.errors import DeploymentError
+
+if TYPE_CHECKING:
+    import boto3
+    from botocore.config import Config
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_sagemaker import SageMakerClient
+
+__all__ = ["endpoint_model_data_url", "endpoint_models"]
+
+logger = logging.getLogger(__name__)
+
+
+def endpoint_model_data_url(
+    endpoint_name: str,
+    *,
+    boto3_session: boto3.Session | None = None,
+    boto_config: Config | None = None,
+    sagemaker_client: SageMakerClient | None = None,
+) -> str:
+    """The ``ModelDataUrl`` an endpoint serves its TargetModels from.
+
+    Raises:
+        EndpointNotFoundError: the endpoint does not exist.
+        DeploymentError: its config names no model, its model has no ModelDataUrl, or a describe call
+            failed (the botocore error is chained).
+
+    Example:
+        >>> endpoint_model_data_url("my-mme")  # doctest: +SKIP
+        's3://my-bucket/mme/'
+    """
+    sagemaker: SageMakerClient = make_client(
+        "sagemaker",
+        client=sagemaker_client,
+        boto3_session=boto3_session,
+        boto_config=boto_config,
+        default_config=control_plane_config(),
+    )
+    with control_plane_errors(endpoint_name, "describe"):
+        endpoint = sagemaker.describe_endpoint(EndpointName=endpoint_name)
+    config_name = endpoint["EndpointConfigName"]
+    with control_plane_errors(endpoint_name, "read the model behind", missing_is_endpoint=False):
+        config = sagemaker.describe_endpoint_config(EndpointConfigName=config_name)
+        variants = config.get("ProductionVariants", [])
+        model_name = variants[0].get("ModelName") if variants else None
+        if not model_name:
+            raise DeploymentError(
+                f"endpoint config {config_name!r} of endpoint {endpoint_name!r} names no model",
+                endpoint_name=endpoint_name,
+            )
+        model = sagemaker.describe_model(ModelName=model_name)
+    url = model_data_url_of(model)
+    if url is None:
+        raise DeploymentError(
+            f"model {model_name!r} of endpoint {endpoint_name!r} has no ModelDataUrl",
+            endpoint_name=endpoint_name,
+        )
+    return url
+
+
+def endpoint_models(
+    endpoint_name: str,
+    *,
+    model_data_url: str | None = None,
+    boto3_session: boto3.Session | None = None,
+    boto_config: Config | None = None,
+    sagemaker_client: SageMakerClient | None = None,
+    s3_client: S3Client | None = None,
+) -> list[str]:
+    """The TargetModels an endpoint serves: the ``*.tar.gz`` objects directly under its prefix, sorted.
+
+    Parameters:
+        endpoint_name: the multi-model endpoint.
+        model_data_url: its prefix, when known (skips the describe calls).
+        boto3_session, boto_config, sagemaker_client, s3_client: how to reach SageMaker and S3.
+
+    Raises:
+        EndpointNotFoundError: the endpoint does not exist.
+        DeploymentError: the endpoint's ModelDataUrl cannot be found (see
+            :func:`endpoint_model_data_url`).
+        ArtifactError: the S3 listing failed.
+
+    Example:
+        >>> endpoint_models("my-mme")  # doctest: +SKIP
+        ['linear.tar.gz', 'pipeline.tar.gz']
+    """
+    from mme_triton.artifact.s3 import list_models
+
+    url = model_data_url or endpoint_model_data_url(
+        endpoint_name, boto3_session=boto3_session, boto_config=boto_config, sagemaker_client=sagemaker_client
+    )
+    names = list_models(url, boto3_session=boto3_session, s3_client=s3_client, boto_config=boto_config)
+    logger.debug("%d models under %s (endpoint %s)", len(names), url, endpoint_name)
+    return names

@@ -1,0 +1,170 @@
+"""What moto's SageMaker backend lacks, patched into its classes at runtime (once per process).
+
+Every call still goes through moto's HTTP server and its backends; the patches add ``UpdateEndpoint``,
+endpoint status transitions (``Creating``/``Updating`` → ``InService`` or ``Failed``, run by the
+:class:`~mme_triton.local.controlplane.ControlPlane` that owns the account), a wider instance-type check
+and SageMaker's ``ValidationException`` for tag calls on deleted resources. Accounts no plane owns see moto
+as shipped, plus those additions.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import threading
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mme_triton.local.controlplane import ControlPlane
+
+__all__ = [
+    "describe_for_hooks",
+    "install_patches",
+    "plane_for",
+    "register",
+    "switch_config",
+    "unregister",
+    "utcnow",
+]
+
+_INSTANCE_TYPE = re.compile(r"^ml\.[a-z0-9-]+\.[a-z0-9-]+$")
+
+_registry_lock = threading.Lock()
+_planes: dict[str, ControlPlane] = {}  # account id -> the plane that owns it
+_patched = False
+
+
+def plane_for(account_id: str) -> ControlPlane | None:
+    with _registry_lock:
+        return _planes.get(account_id)
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def install_patches() -> None:
+    """Add what moto's SageMaker lacks to its backend and response classes (once per process)."""
+    global _patched
+    with _registry_lock:
+        if _patched:
+            return
+        from moto.core.responses import ActionResult
+        from moto.sagemaker import models, responses
+        from moto.sagemaker.exceptions import ValidationError
+
+        backend_cls = models.SageMakerModelBackend
+        original_create = backend_cls.create_endpoint
+        original_delete = backend_cls.delete_endpoint
+        original_resource_from_arn = backend_cls._get_resource_from_arn
+
+        def resource_from_arn(self: Any, arn: str) -> Any:
+            # moto fails with an internal error (HTTP 500) for the ARN of a deleted resource.
+            resource = original_resource_from_arn(self, arn)
+            if resource is None:
+                raise ValidationError(message=f"Could not find resource '{arn}'.")
+            return resource
+
+        def validate_instance_type(self: Any, instance_type: str) -> None:
+            if not _INSTANCE_TYPE.match(instance_type or ""):
+                raise ValidationError(
+                    message=f"Value '{instance_type}' at 'instanceType' failed to satisfy constraint: "
+                    "Member must satisfy enum value set"
+                )
+
+        def create_endpoint(self: Any, *args: Any, **kwargs: Any) -> Any:
+            endpoint = original_create(self, *args, **kwargs)
+            plane = plane_for(self.account_id)
+            if plane is not None:
+                endpoint.endpoint_status = "Creating"
+                endpoint.failure_reason = None
+                plane._schedule(self, endpoint.endpoint_name, endpoint.endpoint_config_name, update=False)
+            return endpoint
+
+        def delete_endpoint(self: Any, endpoint_name: str) -> None:
+            original_delete(self, endpoint_name)
+            plane = plane_for(self.account_id)
+            if plane is not None:
+                plane._endpoint_deleted(endpoint_name)
+
+        def update_endpoint(self: Any, endpoint_name: str, endpoint_config_name: str) -> str:
+            endpoint = self.endpoints.get(endpoint_name)
+            if endpoint is None:
+                arn = models.FakeEndpoint.arn_formatter(endpoint_name, self.account_id, self.region_name)
+                raise ValidationError(message=f"Could not find endpoint '{arn}'.")
+            if endpoint_config_name not in self.endpoint_configs:
+                arn = models.FakeEndpointConfig.arn_formatter(
+                    endpoint_config_name, self.account_id, self.region_name
+                )
+                raise ValidationError(message=f"Could not find endpoint configuration '{arn}'.")
+            if endpoint.endpoint_status != "InService":
+                raise ValidationError(message=f'Cannot update in-progress endpoint "{endpoint.arn}".')
+            plane = plane_for(self.account_id)
+            if plane is None:
+                switch_config(self, endpoint, endpoint_config_name)
+            else:
+                endpoint.endpoint_status = "Updating"
+                endpoint.last_modified_time = utcnow()
+                plane._schedule(self, endpoint_name, endpoint_config_name, update=True)
+            return str(endpoint.arn)
+
+        def update_endpoint_action(self: Any) -> Any:
+            arn = self.sagemaker_backend.update_endpoint(
+                endpoint_name=self._get_param("EndpointName"),
+                endpoint_config_name=self._get_param("EndpointConfigName"),
+            )
+            return ActionResult({"EndpointArn": arn})
+
+        setattr(models.FakeEndpointConfig, "validate_instance_type", validate_instance_type)  # noqa: B010
+        setattr(backend_cls, "_get_resource_from_arn", resource_from_arn)  # noqa: B010
+        setattr(backend_cls, "create_endpoint", create_endpoint)  # noqa: B010
+        setattr(backend_cls, "delete_endpoint", delete_endpoint)  # noqa: B010
+        setattr(backend_cls, "update_endpoint", update_endpoint)  # noqa: B010
+        setattr(responses.SageMakerResponse, "update_endpoint", update_endpoint_action)  # noqa: B010
+        _patched = True
+
+
+def switch_config(backend: Any, endpoint: Any, endpoint_config_name: str) -> None:
+    config = backend.endpoint_configs[endpoint_config_name]
+    endpoint.endpoint_config_name = endpoint_config_name
+    endpoint.production_variants = endpoint._process_production_variants(config.production_variants)
+    endpoint.endpoint_status = "InService"
+    endpoint.failure_reason = None
+    endpoint.last_modified_time = utcnow()
+
+
+def describe_for_hooks(backend: Any, endpoint_name: str, endpoint_config_name: str) -> dict[str, Any]:
+    """A DescribeEndpoint-like dict for ``endpoint_config_name``, with the config and model descriptions."""
+    endpoint = dict(backend.describe_endpoint(endpoint_name))
+    config = dict(backend.describe_endpoint_config(endpoint_config_name))
+    current = {v["VariantName"]: v for v in endpoint.get("ProductionVariants", [])}
+    variants = []
+    models: dict[str, dict[str, Any]] = {}
+    for variant in config.get("ProductionVariants", []):
+        merged = {**current.get(variant["VariantName"], {}), **variant}
+        if "InitialInstanceCount" in variant:  # the counts the config brings into service
+            merged["CurrentInstanceCount"] = merged["DesiredInstanceCount"] = variant["InitialInstanceCount"]
+        variants.append(merged)
+        model_name = variant["ModelName"]
+        models[model_name] = dict(backend.describe_model(model_name).response_object)
+    endpoint["EndpointConfigName"] = endpoint_config_name
+    endpoint["ProductionVariants"] = variants
+    endpoint["EndpointConfig"] = config
+    endpoint["Models"] = models
+    first = config.get("ProductionVariants", [{}])[0].get("ModelName")
+    endpoint["Model"] = models.get(first, {})
+    return copy.deepcopy(endpoint)
+
+
+def register(plane: ControlPlane) -> None:
+    """Make ``plane`` the owner of its account: its endpoints get transitions and hooks."""
+    with _registry_lock:
+        _planes[plane.account_id] = plane
+
+
+def unregister(plane: ControlPlane) -> None:
+    """Forget ``plane`` (moto behaves as shipped again for its account)."""
+    with _registry_lock:
+        if _planes.get(plane.account_id) is plane:
+            del _planes[plane.account_id]

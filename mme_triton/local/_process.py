@@ -1,0 +1,102 @@
+"""Running a ``tritonserver`` process: a free port, its log, and stopping it with everything it started."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+from pathlib import Path
+from typing import IO
+
+__all__ = [
+    "LOG_TAIL_BYTES",
+    "error_message",
+    "finalize",
+    "free_port",
+    "log_summary",
+    "read_tail",
+    "terminate",
+]
+
+logger = logging.getLogger("mme_triton.local.triton")
+
+LOG_TAIL_BYTES = 4000
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def read_tail(path: Path, limit: int = LOG_TAIL_BYTES) -> str:
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - limit))
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def log_summary(path: Path, limit: int = LOG_TAIL_BYTES) -> str:
+    """Triton's error lines (a bad option is reported before a long usage text) and the log's tail."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(200_000).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    errors = [
+        line
+        for line in head.splitlines()
+        if (line.startswith("E") and line[1:5].isdigit()) or "unrecognized option" in line or "error:" in line
+    ][:20]
+    tail = read_tail(path, limit)
+    if not errors:
+        return tail
+    return "\n".join(errors) + "\n--- end of the log ---\n" + tail[-limit // 2 :]
+
+
+def error_message(body: bytes) -> str:
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(parsed, dict) and isinstance(parsed.get("error"), str):
+        return str(parsed["error"])
+    return text
+
+
+def terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
+    """SIGTERM the server, then SIGKILL its whole process group (stubs included) if it lingers."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            logger.warning(
+                "tritonserver (pid %d) ignored SIGTERM for %.1fs; killing it", process.pid, timeout
+            )
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    # Stubs watch their parent and exit with it; anything left in the group is ours to end.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def finalize(process: subprocess.Popen[bytes] | None, log: IO[bytes] | None, tmp: str | None) -> None:
+    if process is not None:
+        terminate(process, 5.0)
+    if log is not None:
+        log.close()
+    if tmp is not None:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,180 @@
+"""The package's shape: each SageMaker fact defined once, modules a newcomer can read, the data plane alone.
+
+These tests read the package's own source: a second copy of a SageMaker rule is the mistake they catch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import pkgutil
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import mme_triton
+from mme_triton import _sagemaker
+
+PACKAGE = Path(mme_triton.__file__).parent
+# The python-based backends run inside Triton's stub process and cannot import the library.
+SOURCES = sorted(path for path in PACKAGE.rglob("*.py") if "backends" not in path.relative_to(PACKAGE).parts)
+MAX_MODULE_LINES = 500
+# The pure codec reads as one table-driven piece: the datatype rules, the JSON and the binary format side
+# by side (see the closing note of the restructuring in CHANGELOG.md).
+LONG_MODULES = {"client/codec.py"}
+
+
+def _source(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("fact", "pattern"),
+    [
+        ("the 6 MiB payload limit", r"\b6\s*\*\s*1024\s*\*\s*1024|\b6_?291_?456|\b6\s*\*\s*2\s*\*\*\s*20"),
+        ("the TargetModel header", r"(?i)x-amzn-sagemaker-target-model"),
+        ("the TargetModel length", r"\b1024\b.*(?i:target)|(?i:target).*\b1024\b"),
+        ("S3 URL parsing", r"""(?:startswith|removeprefix)\(\s*["']s3://["']|\[5:\]\.partition"""),
+        ("error-code extraction", r"""\.get\(\s*["']Code["']|\[\s*["']Code["']\s*\]"""),
+        ("reading the serving container", r"""(?:get\(|\[)\s*["'](?:PrimaryContainer|Containers)["']"""),
+        ("the ensemble pattern of SageMaker's front-end", r"""platform\\s\*?:?\\s\*"""),
+    ],
+    ids=["payload-limit", "header", "target-model-length", "s3-url", "error-code", "container", "ensemble"],
+)
+def test_sagemaker_fact_is_defined_only_in_sagemaker_module(fact: str, pattern: str) -> None:
+    copies = [
+        f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}"
+        for path in SOURCES
+        if path.name != "_sagemaker.py"
+        for number, line in enumerate(_source(path).splitlines(), start=1)
+        if re.search(pattern, line) and not line.lstrip().startswith("#")
+    ]
+    assert copies == [], f"{fact} is defined again outside mme_triton/_sagemaker.py:\n" + "\n".join(copies)
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "fact"),
+    [
+        ("mme_triton.client.client", "MAX_PAYLOAD_BYTES", "MAX_PAYLOAD_BYTES"),
+        ("mme_triton.client", "MAX_PAYLOAD_BYTES", "MAX_PAYLOAD_BYTES"),
+        ("mme_triton.local.runtime", "MAX_PAYLOAD_BYTES", "MAX_PAYLOAD_BYTES"),
+        ("mme_triton.local.responses", "MAX_PAYLOAD_BYTES", "MAX_PAYLOAD_BYTES"),
+        ("mme_triton.local.triton", "TARGET_MODEL_HEADER", "TARGET_MODEL_HEADER"),
+        ("mme_triton.local.runtime", "TARGET_MODEL_HEADER", "TARGET_MODEL_HEADER"),
+        ("mme_triton.client.client", "check_target_model", "check_target_model"),
+        ("mme_triton.artifact.s3", "check_target_model", "check_target_model"),
+        ("mme_triton.local.runtime", "target_model_problem", "target_model_problem"),
+        ("mme_triton.artifact.package", "target_model_problem", "target_model_problem"),
+        ("mme_triton.artifact.s3", "parse_s3_url", "parse_s3_url"),
+        ("mme_triton.artifact", "parse_s3_url", "parse_s3_url"),
+        ("mme_triton.local.runtime", "parse_s3_url", "parse_s3_url"),
+        ("mme_triton.local.endpoint_runtime", "parse_s3_url", "parse_s3_url"),
+        ("mme_triton.endpoint.deploy", "parse_s3_url", "parse_s3_url"),
+        ("mme_triton.client.client", "parse_s3_url", "parse_s3_url"),
+        ("mme_triton.client._errors_map", "error_code", "error_code"),
+        ("mme_triton.endpoint.deploy", "error_code", "error_code"),
+        ("mme_triton.endpoint.teardown", "error_code", "error_code"),
+        ("mme_triton.endpoint.autoscaling", "error_code", "error_code"),
+        ("mme_triton.local.endpoint_runtime", "error_code", "error_code"),
+        ("mme_triton.artifact.s3", "error_code", "error_code"),
+        ("mme_triton.endpoint.teardown", "model_data_url_of", "model_data_url_of"),
+        ("mme_triton.endpoint.models", "model_data_url_of", "model_data_url_of"),
+        ("mme_triton.local.runtime", "model_data_url_of", "model_data_url_of"),
+        ("mme_triton.local.runtime", "serving_container", "serving_container"),
+        ("mme_triton.model._ensemble", "ENSEMBLE_CONFIG_PATTERN", "ENSEMBLE_CONFIG_PATTERN"),
+        ("mme_triton.local.extract", "ENSEMBLE_CONFIG_PATTERN", "ENSEMBLE_CONFIG_PATTERN"),
+    ],
+)
+def test_stages_import_the_one_definition(module: str, name: str, fact: str) -> None:
+    assert getattr(importlib.import_module(module), name) is getattr(_sagemaker, fact)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=[str(p.relative_to(PACKAGE)) for p in SOURCES])
+def test_module_stays_readable(path: Path) -> None:
+    relative = path.relative_to(PACKAGE).as_posix()
+    lines = len(_source(path).splitlines())
+    if relative in LONG_MODULES:
+        return
+    assert lines <= MAX_MODULE_LINES, f"{relative} has {lines} lines; split it along its seams"
+
+
+def test_long_module_exceptions_are_still_long() -> None:
+    # An exception that no longer applies is removed from the list, so the list stays true.
+    for relative in LONG_MODULES:
+        assert len(_source(PACKAGE / relative).splitlines()) > MAX_MODULE_LINES, relative
+
+
+def test_public_all_and_lazy_table_agree() -> None:
+    from mme_triton import errors
+
+    eager = set(errors.__all__) | {"__version__"}
+    assert set(mme_triton.__all__) == set(mme_triton._LAZY) | eager
+    assert not set(mme_triton._LAZY) & eager
+
+
+@pytest.mark.parametrize("name", sorted(mme_triton._LAZY))
+def test_lazy_table_names_the_defining_module(name: str) -> None:
+    module = mme_triton._LAZY[name]
+    value = getattr(importlib.import_module(module), name)
+    assert getattr(value, "__module__", module) == module, f"{name} is defined in {value.__module__}"
+
+
+def test_every_package_module_imports() -> None:
+    optional = ("mme_triton.export.", "mme_triton.local.backends", "mme_triton.__main__")
+    for info in pkgutil.walk_packages([str(PACKAGE)], prefix="mme_triton."):
+        if info.name.startswith(optional):
+            continue
+        importlib.import_module(info.name)
+
+
+def test_client_infer_loads_no_control_plane_module(tmp_path: Path) -> None:
+    """``from mme_triton import MMEClient`` and one ``infer()`` touch neither packaging nor the control
+    plane: the request is answered by a plain HTTP server playing InvokeEndpoint."""
+    script = textwrap.dedent(
+        """
+        import json, sys, threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        import numpy as np
+        from mme_triton import MMEClient
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers["Content-Length"]))
+                body = json.dumps({"outputs": [
+                    {"name": "y", "datatype": "FP32", "shape": [2], "data": [1.0, 2.0]}]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        import boto3
+        runtime = boto3.client(
+            "sagemaker-runtime", endpoint_url=f"http://127.0.0.1:{server.server_address[1]}",
+            region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+        out = MMEClient("ep", runtime_client=runtime).infer("m.tar.gz", {"x": np.ones(2, np.float32)})
+        assert out["y"].tolist() == [1.0, 2.0], out
+        server.shutdown()
+        loaded = sorted(m for m in sys.modules if m.startswith("mme_triton"))
+        print(json.dumps(loaded))
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=tmp_path, timeout=120
+    )
+    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    assert "mme_triton.client.client" in loaded
+    stages = [
+        m for m in loaded if m.startswith(("mme_triton.artifact", "mme_triton.endpoint", "mme_triton.model"))
+    ]
+    assert stages == [], f"the data plane imported {stages}"
