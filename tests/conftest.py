@@ -26,3 +26,16 @@ def moto_url() -> Iterator[str]:
         yield f"http://{host}:{port}"
     finally:
         server.stop()
+
+
+# Markers that say what a test needs, and the older run-wide markers CI's core run still deselects by:
+# a test marked `triton` or `moto` is also `local`, one marked `torch` also `export`.
+_IMPLIED_MARKERS = {"triton": "local", "moto": "local", "torch": "export"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for needs, implied in _IMPLIED_MARKERS.items():
+            if item.get_closest_marker(needs) is not None and item.get_closest_marker(implied) is None:
+                item.add_marker(implied)
