@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-import tempfile
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mme_triton.errors import MMETritonError, ModelValidationError
+from mme_triton.errors import MMETritonError
 from mme_triton.model._pb import ModelConfig
+from mme_triton.model._staging import staged_model_dir
 from mme_triton.model.onnx_check import GraphTensor
 
 __all__ = [
@@ -94,36 +92,6 @@ def prepare_target(model_dir: str | os.PathLike[str], *, overwrite: bool) -> Pat
     if target.exists() and not overwrite:
         raise FileExistsError(f"{target} exists; pass overwrite=True to replace it")
     return target
-
-
-@contextmanager
-def staged_model_dir(target: Path) -> Iterator[Path]:
-    """Yield an empty model directory beside ``target``; on a clean exit validate it and move it there.
-
-    The staged directory has ``target``'s name (so the config's name and the directory agree). An
-    exception inside the block, or a validation error, removes everything that was written.
-
-    Raises:
-        ModelValidationError: the staged model has validation errors.
-    """
-    from mme_triton.model.validate import validate_model
-
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.export-", dir=target.parent))
-    try:
-        staged = staging / target.name
-        staged.mkdir()
-        yield staged
-        problems = validate_model(staged)
-        for problem in problems:
-            logger.debug("exported model %s: %s", target.name, problem)
-        if any(p.severity == "error" for p in problems):
-            raise ModelValidationError(str(target), problems)
-        if target.exists():
-            shutil.rmtree(target)
-        staged.rename(target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def graph_config(
