@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ __all__ = [
     "compare_outputs",
     "graph_config",
     "prepare_target",
+    "quiet_legacy_export",
     "run_onnx",
     "staged_model_dir",
     "torch_elem_type",
@@ -61,6 +64,25 @@ class ExportError(MMETritonError):
         self.model_dir = model_dir
         self.max_abs_diff = max_abs_diff
         super().__init__(message)
+
+
+@contextmanager
+def quiet_legacy_export() -> Iterator[None]:
+    """Silence the warnings of the TorchScript-based ``torch.onnx.export`` these exporters choose on purpose.
+
+    torch warns that the exporter is deprecated and, while tracing, about every Python-level shape
+    computation it records; the numeric check after the export is what tells whether the graph is right.
+    """
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=torch.jit.TracerWarning)
+        warnings.filterwarnings("ignore", message=".*legacy TorchScript-based ONNX export.*")
+        warnings.filterwarnings(
+            "ignore", message="The feature will be removed.*", category=DeprecationWarning
+        )
+        warnings.filterwarnings("ignore", message="Exporting aten::index operator.*", category=UserWarning)
+        yield
 
 
 def torch_elem_type(dtype: Any) -> int:

@@ -6,6 +6,7 @@ Needs the ``export`` extra (``torch``, ``onnx`` and ``onnxruntime``); none is im
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -77,6 +78,7 @@ def export_pytorch(
         compare_outputs,
         graph_config,
         prepare_target,
+        quiet_legacy_export,
         run_onnx,
         staged_model_dir,
     )
@@ -114,7 +116,8 @@ def export_pytorch(
         onnx_path = staged / str(version) / "model.onnx"
         onnx_path.parent.mkdir(parents=True)
         export_kwargs.setdefault("dynamo", False)
-        with torch.no_grad():
+        quiet = quiet_legacy_export() if not export_kwargs["dynamo"] else contextlib.nullcontext()
+        with torch.no_grad(), quiet:
             torch.onnx.export(
                 module,
                 args,

@@ -12,7 +12,6 @@ import inspect
 import logging
 import os
 import shutil
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +92,7 @@ def export_transformers(
         compare_outputs,
         graph_config,
         prepare_target,
+        quiet_legacy_export,
         run_onnx,
         staged_model_dir,
     )
@@ -157,11 +157,7 @@ def export_transformers(
     with staged_model_dir(target) as staged:
         onnx_path = staged / "1" / "model.onnx"
         onnx_path.parent.mkdir(parents=True)
-        with torch.no_grad(), warnings.catch_warnings():
-            # Tracing warns about every Python-level shape computation it records; the numeric check
-            # below is what tells whether the graph is right.
-            warnings.simplefilter("ignore", category=torch.jit.TracerWarning)
-            warnings.filterwarnings("ignore", message=".*legacy TorchScript-based ONNX export.*")
+        with torch.no_grad(), quiet_legacy_export():
             torch.onnx.export(
                 wrapper,
                 unbatched(export_feeds),
