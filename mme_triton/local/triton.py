@@ -51,6 +51,7 @@ logger = logging.getLogger(__name__)
 TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"
 _INSTALL_HINT = "pip install 'mme-triton[local]'"
 _ONNXRUNTIME_BACKEND = Path(__file__).parent / "backends" / "onnxruntime" / "model.py"
+_PYTORCH_BACKEND = Path(__file__).parent / "backends" / "pytorch" / "model.py"
 _LOG_TAIL_BYTES = 4000
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -545,6 +546,9 @@ class TritonServer:
         onnxruntime = backends / "onnxruntime"
         onnxruntime.mkdir(exist_ok=True)
         shutil.copy2(_ONNXRUNTIME_BACKEND, onnxruntime / "model.py")
+        pytorch = backends / "pytorch"
+        pytorch.mkdir(exist_ok=True)
+        shutil.copy2(_PYTORCH_BACKEND, pytorch / "model.py")
         return backends
 
     def _environment(self, installation: TritonInstallation, python: _PythonInfo) -> dict[str, str]:
