@@ -1,9 +1,9 @@
 """Exported, configured models deployed on the embedded stack answer through MMEClient like PyTorch does.
 
 One stack and one endpoint serve the module: a tiny BERT and a tiny RoBERTa (export_transformers), a
-small CNN (export_pytorch), a python-backend skeleton as written, and an ensemble of a tokenizer step
-(new_python_model, edited) and the BERT encoder (build_ensemble). Each model is configured with a preset
-plus overrides; the GPU presets run because the stack adapts its own copy to the CPU.
+small CNN (export_pytorch and export_torchscript), a python-backend skeleton as written, and an ensemble
+of a tokenizer step (new_python_model, edited) and the BERT encoder (build_ensemble). Each model is
+configured with a preset plus overrides; the GPU presets run because the stack adapts its own copy.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from mme_triton import (
     read_config,
     validate_model,
 )
-from mme_triton.export import export_pytorch, export_transformers
+from mme_triton.export import export_pytorch, export_torchscript, export_transformers
 
 sys.path.insert(0, str(Path(__file__).parent))
 from tiny_models import (
@@ -39,7 +39,13 @@ from tiny_models import (
     build_roberta_tokenizer,
 )
 
-pytestmark = [pytest.mark.torch, pytest.mark.triton, pytest.mark.moto, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.torch,
+    pytest.mark.triton,
+    pytest.mark.moto,
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore:`torch.jit.:DeprecationWarning"),
+]
 
 try:
     torch: Any = importlib.import_module("torch")
@@ -119,6 +125,9 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     # the CNN through ONNX: the TensorRT preset (dropped on the CPU stack) with one instance
     export_pytorch(cnn, torch.randn(2, 3, 16, 16), repository / "cnn", max_batch_size=8)
     configure_model(repository / "cnn", preset="onnx-tensorrt-fp16", instance_group=None)
+    # the same CNN as TorchScript for Triton's PyTorch backend
+    export_torchscript(cnn, torch.randn(2, 3, 16, 16), repository / "cnn_ts", max_batch_size=8)
+    configure_model(repository / "cnn_ts", preset="torchscript-gpu", intra_op_thread_count=1)
     # a python model as written
     new_python_model(
         repository,
@@ -144,7 +153,7 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         inputs=["TEXT"],
         outputs=["last_hidden_state", "pooler_output"],
     )
-    for name in ("bert", "roberta", "cnn", "echo", "tokenize", "pipeline"):
+    for name in ("bert", "roberta", "cnn", "cnn_ts", "echo", "tokenize", "pipeline"):
         assert validate_model(repository / name) == [], name
     return {
         "repository": repository,
@@ -165,7 +174,7 @@ def client(prepared: dict[str, Any]) -> Iterator[MMEClient]:
         deploy_mme(
             ENDPOINT,
             stack.model_data_url("prep/"),
-            models=[repository / name for name in ("bert", "roberta", "cnn", "echo", "pipeline")],
+            models=[repository / name for name in ("bert", "roberta", "cnn", "cnn_ts", "echo", "pipeline")],
             role=stack.role_arn,
             instance_type="ml.m5.xlarge",
             environment={"SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": "16777216"},
@@ -199,14 +208,21 @@ def test_exported_encoder_answers_like_pytorch(
     np.testing.assert_allclose(answer["pooler_output"], want.pooler_output.numpy(), atol=ATOL)
 
 
-def test_exported_cnn_answers_like_pytorch(client: MMEClient, prepared: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    ("target", "input_name", "output_name"),
+    [("cnn.tar.gz", "INPUT0", "OUTPUT0"), ("cnn_ts.tar.gz", "INPUT__0", "OUTPUT__0")],
+    ids=["onnx", "torchscript"],
+)
+def test_exported_cnn_answers_like_pytorch(
+    client: MMEClient, prepared: dict[str, Any], target: str, input_name: str, output_name: str
+) -> None:
     images = np.random.default_rng(3).standard_normal((5, 3, 16, 16), dtype=np.float32)
 
-    answer = client.infer("cnn.tar.gz", {"INPUT0": images})
+    answer = client.infer(target, {input_name: images})
 
     with torch.no_grad():
         want = prepared["cnn"](torch.from_numpy(images)).numpy()
-    np.testing.assert_allclose(answer["OUTPUT0"], want, atol=ATOL)
+    np.testing.assert_allclose(answer[output_name], want, atol=ATOL)
 
 
 def test_python_skeleton_serves_as_written(client: MMEClient) -> None:
