@@ -412,3 +412,10 @@ def test_configure_model_option_table_is_complete() -> None:
     assert list(get_type_hints(ConfigOptions)) == list(OPTIONS)
     for preset in PRESETS.values():
         assert set(preset.options) <= set(OPTIONS), preset.name
+
+
+def test_configure_model_docs_table_lists_every_option_and_preset() -> None:
+    page = (Path(__file__).parents[2] / "docs" / "model-prep.md").read_text()
+    rows = {line.split("|")[1].strip() for line in page.splitlines() if line.startswith("| `")}
+    assert {f"`{name}`" for name in OPTIONS} <= rows
+    assert {f"`{name}`" for name in PRESETS} <= rows
