@@ -18,6 +18,7 @@ from mme_triton.errors import (
     EndpointError,
     EndpointFailedError,
     EndpointNotFoundError,
+    ExportError,
     InferenceError,
     InvalidInputError,
     LocalStackError,
@@ -50,7 +51,12 @@ if TYPE_CHECKING:
     from mme_triton.endpoint.handle import Endpoint
     from mme_triton.endpoint.images import triton_image_uri
     from mme_triton.endpoint.teardown import TeardownReport, sweep, teardown
+    from mme_triton.model.authoring import configure_model, read_config
+    from mme_triton.model.ensemble_builder import EnsembleStep, build_ensemble
+    from mme_triton.model.options import DynamicBatching, InstanceGroup, ModelWarmup, TensorRT
+    from mme_triton.model.perf_data import perf_analyzer_data
     from mme_triton.model.problems import Problem
+    from mme_triton.model.python_model import TensorSpec, new_python_model
     from mme_triton.model.repository import TritonModel, load_model
     from mme_triton.model.validate import validate_model, validate_repository
 
@@ -83,6 +89,17 @@ _LAZY: dict[str, str] = {
     "decode_response": "mme_triton.client.codec",
     "InferInput": "mme_triton.client.codec",
     "InferRequestedOutput": "mme_triton.client.codec",
+    "configure_model": "mme_triton.model.authoring",
+    "read_config": "mme_triton.model.authoring",
+    "DynamicBatching": "mme_triton.model.options",
+    "InstanceGroup": "mme_triton.model.options",
+    "ModelWarmup": "mme_triton.model.options",
+    "TensorRT": "mme_triton.model.options",
+    "build_ensemble": "mme_triton.model.ensemble_builder",
+    "EnsembleStep": "mme_triton.model.ensemble_builder",
+    "new_python_model": "mme_triton.model.python_model",
+    "TensorSpec": "mme_triton.model.python_model",
+    "perf_analyzer_data": "mme_triton.model.perf_data",
 }
 
 __all__ = [
@@ -93,13 +110,17 @@ __all__ = [
     "CodecError",
     "DeploymentError",
     "DeploymentTimeoutError",
+    "DynamicBatching",
     "Endpoint",
     "EndpointError",
     "EndpointFailedError",
     "EndpointNotFoundError",
+    "EnsembleStep",
+    "ExportError",
     "InferInput",
     "InferRequestedOutput",
     "InferenceError",
+    "InstanceGroup",
     "InvalidInputError",
     "LocalStackError",
     "MMEClient",
@@ -109,23 +130,31 @@ __all__ = [
     "ModelNotReadyError",
     "ModelOutOfMemoryError",
     "ModelValidationError",
+    "ModelWarmup",
     "PayloadTooLargeError",
     "Problem",
     "TeardownError",
     "TeardownReport",
+    "TensorRT",
+    "TensorSpec",
     "ThrottlingError",
     "TritonEnvironment",
     "TritonModel",
     "UnsupportedPlatformError",
     "UploadedArtifact",
     "__version__",
+    "build_ensemble",
+    "configure_model",
     "content_digest",
     "decode_response",
     "deploy_mme",
     "encode_request",
     "list_models",
     "load_model",
+    "new_python_model",
     "package_model",
+    "perf_analyzer_data",
+    "read_config",
     "remove_model",
     "sweep",
     "teardown",

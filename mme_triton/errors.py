@@ -3,6 +3,7 @@ this one).
 
     MMETritonError
     ├── ModelValidationError        a model directory has errors (carries the problems)
+    ├── ExportError                 an exported model does not compute what the framework model does
     ├── ArtifactError               packaging or S3 artifact handling failed (url and path where known)
     │   └── ArtifactConflictError   an artifact with different content already sits under that name
     ├── CodecError                  a request or response body cannot be encoded/decoded (names the tensor)
@@ -49,6 +50,7 @@ __all__ = [
     "EndpointError",
     "EndpointFailedError",
     "EndpointNotFoundError",
+    "ExportError",
     "InferenceError",
     "InvalidInputError",
     "LocalStackError",
@@ -78,6 +80,19 @@ class ModelValidationError(MMETritonError):
         errors = [p for p in self.problems if p.is_error]
         lines = "\n".join(f"  {p}" for p in errors)
         super().__init__(f"{path}: {len(errors)} validation error(s)\n{lines}")
+
+
+class ExportError(MMETritonError):
+    """The exported model does not compute what the framework model computes.
+
+    ``max_abs_diff`` is the largest absolute difference found (``None`` when the exported model could
+    not be run at all); ``model_dir`` is the directory that was not written.
+    """
+
+    def __init__(self, message: str, *, model_dir: str, max_abs_diff: float | None = None) -> None:
+        self.model_dir = model_dir
+        self.max_abs_diff = max_abs_diff
+        super().__init__(message)
 
 
 class ArtifactError(MMETritonError):

@@ -1,11 +1,20 @@
 """Export helpers: framework models to Triton model directories (the ``export`` extra).
 
-``export_pytorch`` turns a ``torch.nn.Module`` into ``<model_dir>/1/model.onnx`` with a complete,
-validated config.pbtxt. torch is imported only when it is called.
+- :func:`export_pytorch` — a ``torch.nn.Module`` to ``<model_dir>/1/model.onnx`` (ONNX Runtime);
+- :func:`export_torchscript` — a ``torch.nn.Module`` to ``<model_dir>/1/model.pt`` (Triton's PyTorch
+  backend, ``INPUT__0``/``OUTPUT__0`` names);
+- :func:`export_transformers` — a Hugging Face encoder (BERT, RoBERTa, DistilBERT ...) to ONNX, with its
+  tokenizer saved beside it.
+
+Each writes a complete config.pbtxt from the exported graph, checks the export numerically against the
+PyTorch model, validates the directory and returns it. torch is imported only when one is called.
 """
 
 from __future__ import annotations
 
+from mme_triton.errors import ExportError
 from mme_triton.export.torch import export_pytorch
+from mme_triton.export.torchscript import export_torchscript
+from mme_triton.export.transformers import export_transformers
 
-__all__ = ["export_pytorch"]
+__all__ = ["ExportError", "export_pytorch", "export_torchscript", "export_transformers"]

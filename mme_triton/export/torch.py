@@ -1,19 +1,17 @@
 """Export a PyTorch module to a Triton ONNX model directory (``model.onnx`` + a written-out config.pbtxt).
 
-Needs the ``export`` extra (``torch`` and ``onnx``); neither is imported by ``import mme_triton``.
+Needs the ``export`` extra (``torch``, ``onnx`` and ``onnxruntime``); none is imported by
+``import mme_triton``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-from mme_triton.errors import ModelValidationError
 
 __all__ = ["export_pytorch"]
 
@@ -34,12 +32,16 @@ def export_pytorch(
     opset_version: int = 17,
     version: int = 1,
     overwrite: bool = False,
+    atol: float = 1e-4,
+    rtol: float = 1e-3,
     **export_kwargs: Any,
 ) -> Path:
     """Export ``module`` to ``<model_dir>/<version>/model.onnx`` and write a matching config.pbtxt.
 
     The config is written out in full from the exported graph (names, datatypes, dims), so the model
-    does not depend on Triton's auto-complete, and it is validated before this returns.
+    does not depend on Triton's auto-complete. The graph is run in ONNX Runtime on the example inputs
+    (and, with batching, on a batch of another size) and compared with the module; then the model
+    directory is validated and moved into place.
 
     Parameters:
         module: a ``torch.nn.Module`` (put in eval mode for the export).
@@ -57,10 +59,12 @@ def export_pytorch(
         opset_version: the ONNX opset.
         version: the version directory to write.
         overwrite: replace an existing ``model_dir``; otherwise an existing one is an error.
+        atol / rtol: the tolerance of the ONNX Runtime check (``numpy.allclose``).
         export_kwargs: passed on to ``torch.onnx.export`` (e.g. ``dynamo=True``).
 
     Raises:
         FileExistsError: ``model_dir`` exists and ``overwrite`` is false.
+        ExportError: ONNX Runtime's results differ from the module's beyond the tolerance.
         ModelValidationError: the exported model does not validate (nothing is left behind).
         ValueError: bad arguments.
 
@@ -70,10 +74,16 @@ def export_pytorch(
     """
     import torch
 
-    from mme_triton.model._pb import new_model_config
+    from mme_triton.export._common import (
+        compare_outputs,
+        graph_config,
+        prepare_target,
+        quiet_legacy_export,
+        run_onnx,
+        staged_model_dir,
+    )
     from mme_triton.model.config import format_config
-    from mme_triton.model.onnx_check import add_graph_tensors, read_graph_signature
-    from mme_triton.model.validate import validate_model
+    from mme_triton.model.onnx_check import read_graph_signature
 
     if max_batch_size < 0:
         raise ValueError(f"max_batch_size must be >= 0, got {max_batch_size}")
@@ -81,16 +91,15 @@ def export_pytorch(
         raise ValueError(f"instance_count must be >= 1, got {instance_count}")
     if version < 1:
         raise ValueError(f"version must be >= 1, got {version}")
-    target = Path(model_dir)
-    if target.exists() and not overwrite:
-        raise FileExistsError(f"{target} exists; pass overwrite=True to replace it")
+    target = prepare_target(model_dir, overwrite=overwrite)
 
     args = example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)
     inputs = list(input_names) if input_names is not None else [f"INPUT{i}" for i in range(len(args))]
     if len(inputs) != len(args):
         raise ValueError(f"{len(inputs)} input names for {len(args)} example inputs")
+    module.eval()
     with torch.no_grad():
-        produced = module.eval()(*args)
+        produced = module(*args)
     produced = produced if isinstance(produced, (tuple, list)) else (produced,)
     outputs = list(output_names) if output_names is not None else [f"OUTPUT{i}" for i in range(len(produced))]
     if len(outputs) != len(produced):
@@ -103,14 +112,12 @@ def export_pytorch(
     for name, extra in (dynamic_axes or {}).items():
         axes.setdefault(name, {}).update(extra)
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.export-", dir=target.parent))
-    try:
-        staged = staging / target.name
+    with staged_model_dir(target) as staged:
         onnx_path = staged / str(version) / "model.onnx"
         onnx_path.parent.mkdir(parents=True)
         export_kwargs.setdefault("dynamo", False)
-        with torch.no_grad():
+        quiet = quiet_legacy_export() if not export_kwargs["dynamo"] else contextlib.nullcontext()
+        with torch.no_grad(), quiet:
             torch.onnx.export(
                 module,
                 args,
@@ -121,27 +128,38 @@ def export_pytorch(
                 opset_version=opset_version,
                 **export_kwargs,
             )
+        # torch.onnx.export puts the module back into the mode it found it in; keep it in eval mode.
+        module.eval()
+
+        checks = [args]
+        if max_batch_size > 0:
+            checks.append(tuple(torch.cat([arg, arg[:1]]) for arg in args))
+        for feeds in checks:
+            with torch.no_grad():
+                wanted = module(*feeds)
+            wanted = wanted if isinstance(wanted, (tuple, list)) else (wanted,)
+            arrays = {n: t.detach().cpu().numpy() for n, t in zip(inputs, feeds, strict=True)}
+            got = run_onnx(onnx_path, arrays, outputs)
+            compare_outputs(
+                f"ONNX export of {type(module).__name__}",
+                outputs,
+                got,
+                [t.detach().cpu().numpy() for t in wanted],
+                atol=atol,
+                rtol=rtol,
+                model_dir=target,
+            )
 
         graph_inputs, graph_outputs = read_graph_signature(onnx_path)
-        config = new_model_config()
-        config.name = target.name
-        config.platform = "onnxruntime_onnx"
-        config.max_batch_size = max_batch_size
-        add_graph_tensors(config, "input", graph_inputs)
-        add_graph_tensors(config, "output", graph_outputs)
-        if max_batch_size > 0 and dynamic_batching:
-            config.dynamic_batching.SetInParent()
-        group = config.instance_group.add()
-        group.count = instance_count
+        config = graph_config(
+            target.name,
+            "onnxruntime_onnx",
+            max_batch_size,
+            graph_inputs,
+            graph_outputs,
+            dynamic_batching=dynamic_batching,
+            instance_count=instance_count,
+        )
         (staged / "config.pbtxt").write_text(format_config(config), encoding="utf-8")
-
-        problems = validate_model(staged)
-        if any(p.is_error for p in problems):
-            raise ModelValidationError(str(target), problems)
-        if target.exists():
-            shutil.rmtree(target)
-        staged.rename(target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     logger.info("exported %s to %s", type(module).__name__, target)
     return target

@@ -26,6 +26,7 @@ __all__ = [
     "check_missing_config",
     "check_platform",
     "first_version_contents",
+    "model_backend",
     "resolve_backend",
 ]
 
@@ -253,3 +254,15 @@ def _ships_backend(layout: Layout, backend: str) -> bool:
     library = f"libtriton_{backend}.so"
     candidates = [layout.path / library] + [layout.path / str(v) / library for v in layout.versions]
     return any(path_kind(candidate) == "file" for candidate in candidates)
+
+
+def model_backend(config: ModelConfig) -> str | None:
+    """The backend a config names (``backend``, else the one its ``platform`` is served by):
+    ``onnxruntime``, ``pytorch``, ``python``, ``ensemble`` ...; ``None`` when it names neither."""
+    backend: str = config.backend
+    if backend:
+        return backend
+    platform: str = config.platform
+    if platform == ENSEMBLE:
+        return ENSEMBLE
+    return PLATFORM_BACKENDS.get(platform) or None

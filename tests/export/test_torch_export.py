@@ -13,7 +13,7 @@ from mme_triton import validate_model
 from mme_triton.export import export_pytorch
 from mme_triton.model.config import parse_config_file
 
-# torch (the export extra) and onnxruntime (the local extra) are installed where this marker is selected;
+# torch and onnxruntime (the export extra) are installed where this marker is selected;
 # the core run (numpy 2, no extras) deselects it.
 pytestmark = pytest.mark.torch
 

@@ -1,0 +1,211 @@
+"""What the exporters share: a staged model directory, a config written from the graph, a numeric check.
+
+Every exporter builds its model directory beside the destination (``.<name>.export-*``), writes the
+config.pbtxt from the exported graph's tensors with the same code Triton's auto-complete rules follow
+(:func:`~mme_triton.model.onnx_check.add_graph_tensors`), validates it, and only then moves it into place:
+a failed export leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from mme_triton.errors import ExportError
+from mme_triton.model._pb import ModelConfig
+from mme_triton.model._staging import staged_model_dir
+from mme_triton.model.onnx_check import GraphTensor
+
+__all__ = [
+    "ExportError",
+    "compare_outputs",
+    "graph_config",
+    "prepare_target",
+    "quiet_legacy_export",
+    "run_onnx",
+    "staged_model_dir",
+    "torch_elem_type",
+]
+
+logger = logging.getLogger(__name__)
+
+# torch dtype name (str(dtype) without "torch.") -> ONNX TensorProto element type, the tensor type the
+# config code reads (GraphTensor.elem_type).
+_TORCH_TO_ONNX: Mapping[str, int] = {
+    "float32": 1,
+    "uint8": 2,
+    "int8": 3,
+    "uint16": 4,
+    "int16": 5,
+    "int32": 6,
+    "int64": 7,
+    "bool": 9,
+    "float16": 10,
+    "float64": 11,
+    "uint32": 12,
+    "uint64": 13,
+    "bfloat16": 16,
+}
+
+
+@contextmanager
+def quiet_legacy_export() -> Iterator[None]:
+    """Silence the warnings of the TorchScript-based ``torch.onnx.export`` these exporters choose on purpose.
+
+    torch warns that the exporter is deprecated and, while tracing, about every Python-level shape
+    computation it records; the numeric check after the export is what tells whether the graph is right.
+    """
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=torch.jit.TracerWarning)
+        warnings.filterwarnings("ignore", message=".*legacy TorchScript-based ONNX export.*")
+        warnings.filterwarnings(
+            "ignore", message="The feature will be removed.*", category=DeprecationWarning
+        )
+        warnings.filterwarnings("ignore", message="Exporting aten::index operator.*", category=UserWarning)
+        yield
+
+
+def torch_elem_type(dtype: Any) -> int:
+    """The ONNX element type of a torch dtype (``torch.float32`` -> 1).
+
+    Raises:
+        TypeError: Triton has no datatype for it (complex numbers, quantized types ...).
+    """
+    name = str(dtype).removeprefix("torch.")
+    try:
+        return _TORCH_TO_ONNX[name]
+    except KeyError:
+        raise TypeError(f"torch dtype {name} has no Triton datatype") from None
+
+
+def prepare_target(model_dir: str | os.PathLike[str], *, overwrite: bool) -> Path:
+    """The destination directory; refuses an existing one unless ``overwrite``.
+
+    Raises:
+        FileExistsError: ``model_dir`` exists and ``overwrite`` is false.
+        ValueError: the directory name could not be a model name (empty, whitespace).
+    """
+    target = Path(model_dir)
+    if not target.name or any(c.isspace() for c in target.name):
+        raise ValueError(
+            f"model directory name {target.name!r} cannot be a model name: it must be non-empty and "
+            "contain no whitespace"
+        )
+    if target.exists() and not overwrite:
+        raise FileExistsError(f"{target} exists; pass overwrite=True to replace it")
+    return target
+
+
+def graph_config(
+    name: str,
+    platform: str,
+    max_batch_size: int,
+    inputs: Sequence[GraphTensor],
+    outputs: Sequence[GraphTensor],
+    *,
+    dynamic_batching: bool = True,
+    instance_count: int = 1,
+) -> ModelConfig:
+    """A complete config for a graph's tensors: names, datatypes and dims as Triton's auto-complete has them.
+
+    With ``max_batch_size > 0`` the first dimension of every tensor is the batch dimension and is left
+    out of ``dims``; ``dynamic_batching`` then turns on Triton's dynamic batcher.
+    """
+    from mme_triton.model._pb import new_model_config
+    from mme_triton.model.onnx_check import add_graph_tensors
+
+    config = new_model_config()
+    config.name = name
+    config.platform = platform
+    config.max_batch_size = max_batch_size
+    add_graph_tensors(config, "input", inputs)
+    add_graph_tensors(config, "output", outputs)
+    if max_batch_size > 0 and dynamic_batching:
+        config.dynamic_batching.SetInParent()
+    group = config.instance_group.add()
+    group.count = instance_count
+    return config
+
+
+def compare_outputs(
+    what: str,
+    names: Sequence[str],
+    got: Sequence[Any],
+    expected: Sequence[Any],
+    *,
+    atol: float,
+    rtol: float,
+    model_dir: Path,
+) -> float:
+    """Compare exported outputs with the framework's; returns the largest absolute difference.
+
+    The difference is logged (INFO). Outputs must agree within ``atol + rtol * |expected|`` element-wise
+    (``numpy.allclose``), with the same shapes.
+
+    Raises:
+        ExportError: a shape differs or a value is outside the tolerance.
+    """
+    import numpy as np
+
+    largest = 0.0
+    worst = ""
+    failed: list[str] = []
+    for name, actual, wanted in zip(names, got, expected, strict=True):
+        actual_array = np.asarray(actual)
+        wanted_array = np.asarray(wanted)
+        if actual_array.shape != wanted_array.shape:
+            raise ExportError(
+                f"{what}: output {name!r} has shape {list(actual_array.shape)} but the framework model "
+                f"gives {list(wanted_array.shape)}",
+                model_dir=str(model_dir),
+            )
+        if actual_array.size == 0:
+            continue
+        if actual_array.dtype.kind in "fc" or wanted_array.dtype.kind in "fc":
+            a64 = actual_array.astype(np.float64)
+            w64 = wanted_array.astype(np.float64)
+            diff = float(np.max(np.abs(a64 - w64)))
+            close = bool(np.allclose(a64, w64, atol=atol, rtol=rtol))
+        else:
+            diff = float(np.max(np.abs(actual_array.astype(np.int64) - wanted_array.astype(np.int64))))
+            close = diff == 0
+        if diff >= largest:
+            largest, worst = diff, name
+        if not close:
+            failed.append(name)
+    logger.info("%s: largest absolute difference %.3g (output %r)", what, largest, worst)
+    if failed:
+        raise ExportError(
+            f"{what}: outputs {', '.join(repr(n) for n in failed)} differ from the framework model by up to "
+            f"{largest:.3g}, more than atol={atol:g} + rtol={rtol:g}; the exported graph does not compute "
+            "the same thing (data-dependent control flow, a shape fixed at export time, or a module left "
+            "in training mode are the usual causes)",
+            model_dir=str(model_dir),
+            max_abs_diff=largest,
+        )
+    return largest
+
+
+def run_onnx(onnx_path: Path, feeds: Mapping[str, Any], outputs: Sequence[str]) -> list[Any]:
+    """Run the exported graph in ONNX Runtime (CPU) on ``feeds``.
+
+    Raises:
+        ImportError: onnxruntime is not installed (the ``export`` extra brings it).
+    """
+    try:
+        import onnxruntime
+    except ImportError as exc:
+        raise ImportError("checking the export needs onnxruntime; pip install 'mme-triton[export]'") from exc
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3
+    session = onnxruntime.InferenceSession(
+        str(onnx_path), sess_options=options, providers=["CPUExecutionProvider"]
+    )
+    return list(session.run(list(outputs), dict(feeds)))

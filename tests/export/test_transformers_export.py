@@ -1,0 +1,220 @@
+"""export_transformers: tiny BERT, RoBERTa and DistilBERT become valid ONNX models that compute the same."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from mme_triton import validate_model
+from mme_triton.export import ExportError, export_transformers
+from mme_triton.model.config import format_config, parse_config_file
+
+pytestmark = pytest.mark.torch
+
+try:
+    torch: Any = importlib.import_module("torch")
+except ImportError:  # collected but deselected where torch is missing
+    torch = None
+
+
+def _session(model_dir: Path) -> Any:
+    import onnxruntime
+
+    return onnxruntime.InferenceSession(str(model_dir / "1" / "model.onnx"))
+
+
+def _tensors(config: Any, kind: str) -> list[tuple[str, str, list[int]]]:
+    from mme_triton.model.config import datatype_name
+
+    return [(t.name, datatype_name(t.data_type), list(t.dims)) for t in getattr(config, kind)]
+
+
+def test_export_transformers_bert_writes_inputs_outputs_and_tokenizer(
+    tmp_path: Path, tiny_bert: Any, bert_tokenizer: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="mme_triton")
+    model_dir = export_transformers(tiny_bert, tmp_path / "repo" / "bert", tokenizer=bert_tokenizer)
+
+    assert model_dir == tmp_path / "repo" / "bert"
+    assert validate_model(model_dir) == []
+    config, _ = parse_config_file(model_dir / "config.pbtxt")
+    assert config is not None
+    assert config.platform == "onnxruntime_onnx" and config.max_batch_size == 8
+    assert _tensors(config, "input") == [
+        ("input_ids", "TYPE_INT64", [-1]),
+        ("attention_mask", "TYPE_INT64", [-1]),
+        ("token_type_ids", "TYPE_INT64", [-1]),
+    ]
+    assert _tensors(config, "output") == [
+        ("last_hidden_state", "TYPE_FP32", [-1, 32]),
+        ("pooler_output", "TYPE_FP32", [32]),
+    ]
+    assert config.HasField("dynamic_batching")
+    assert any("largest absolute difference" in r.getMessage() for r in caplog.records)
+
+    # the tokenizer is saved beside the model directory and loads back
+    saved = tmp_path / "repo" / "bert-tokenizer"
+    transformers = importlib.import_module("transformers")
+    reloaded = transformers.AutoTokenizer.from_pretrained(str(saved))
+    encoded = reloaded(["hello world", "the model serves text fast"], padding=True, return_tensors="np")
+    outputs = _session(model_dir).run(None, {k: v.astype(np.int64) for k, v in encoded.items()})
+    with torch.no_grad():
+        want = tiny_bert(**{k: torch.from_numpy(v) for k, v in encoded.items()})
+    np.testing.assert_allclose(outputs[0], want.last_hidden_state.numpy(), atol=1e-4)
+    np.testing.assert_allclose(outputs[1], want.pooler_output.numpy(), atol=1e-4)
+
+
+def test_export_transformers_roberta_has_no_token_type_ids(
+    tmp_path: Path, tiny_roberta: Any, roberta_tokenizer: Any
+) -> None:
+    model_dir = export_transformers(tiny_roberta, tmp_path / "roberta", tokenizer=roberta_tokenizer)
+
+    config, _ = parse_config_file(model_dir / "config.pbtxt")
+    assert config is not None
+    assert [t.name for t in config.input] == ["input_ids", "attention_mask"]
+    assert [t.name for t in config.output] == ["last_hidden_state", "pooler_output"]
+    assert validate_model(model_dir) == []
+    assert (tmp_path / "roberta-tokenizer" / "tokenizer.json").is_file()
+
+
+def test_export_transformers_without_tokenizer_reads_token_types_from_config(
+    tmp_path: Path, tiny_roberta: Any
+) -> None:
+    model_dir = export_transformers(tiny_roberta, tmp_path / "roberta")
+    config, _ = parse_config_file(model_dir / "config.pbtxt")
+    assert config is not None
+    assert [t.name for t in config.input] == ["input_ids", "attention_mask"]
+    assert not (tmp_path / "roberta-tokenizer").exists()
+
+
+def test_export_transformers_distilbert_has_no_pooler(tmp_path: Path) -> None:
+    transformers = importlib.import_module("transformers")
+    torch.manual_seed(0)
+    model = transformers.DistilBertModel(
+        transformers.DistilBertConfig(dim=32, n_layers=2, n_heads=2, hidden_dim=37, vocab_size=100)
+    )
+    model_dir = export_transformers(model, tmp_path / "distil", max_batch_size=4)
+
+    config, _ = parse_config_file(model_dir / "config.pbtxt")
+    assert config is not None
+    assert [t.name for t in config.input] == ["input_ids", "attention_mask"]
+    assert _tensors(config, "output") == [("last_hidden_state", "TYPE_FP32", [-1, 32])]
+    assert validate_model(model_dir) == []
+
+
+def test_export_transformers_fixed_sequence_length(tmp_path: Path, tiny_roberta: Any) -> None:
+    model_dir = export_transformers(tiny_roberta, tmp_path / "fixed", sequence_length=16, max_batch_size=2)
+
+    config, _ = parse_config_file(model_dir / "config.pbtxt")
+    assert config is not None
+    assert [list(t.dims) for t in config.input] == [[16], [16]]
+    # the config repeats the graph, which leaves the traced output's sequence dim symbolic
+    assert [list(t.dims) for t in config.output] == [[-1, 32], [32]]
+    session = _session(model_dir)
+    assert [i.shape for i in session.get_inputs()] == [["batch", 16], ["batch", 16]]
+    ids = np.full((1, 16), 5, dtype=np.int64)
+    hidden, _ = session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids)})
+    with torch.no_grad():
+        want = tiny_roberta(
+            input_ids=torch.from_numpy(ids), attention_mask=torch.ones(1, 16, dtype=torch.int64)
+        )
+    np.testing.assert_allclose(hidden, want.last_hidden_state.numpy(), atol=1e-4)
+
+
+def test_export_transformers_without_batching_takes_one_sequence(tmp_path: Path, tiny_bert: Any) -> None:
+    model_dir = export_transformers(tiny_bert, tmp_path / "single", max_batch_size=0)
+
+    config, _ = parse_config_file(model_dir / "config.pbtxt")
+    assert config is not None
+    assert config.max_batch_size == 0 and not config.HasField("dynamic_batching")
+    assert [list(t.dims) for t in config.input] == [[-1], [-1], [-1]]
+    assert [list(t.dims) for t in config.output] == [[-1, 32], [32]]
+    assert validate_model(model_dir) == []
+
+
+def test_export_transformers_out_of_tolerance_is_an_error(tmp_path: Path, tiny_bert: Any) -> None:
+    with pytest.raises(ExportError, match="differ from the framework model") as caught:
+        export_transformers(tiny_bert, tmp_path / "strict", atol=0.0, rtol=0.0)
+    assert caught.value.max_abs_diff is not None and caught.value.max_abs_diff > 0
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_export_transformers_graph_that_differs_is_caught(tmp_path: Path) -> None:
+    """A model whose traced graph computes something else than its forward cannot pass the check."""
+
+    class Noisy(torch.nn.Module):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = importlib.import_module("transformers").BertModel(
+                importlib.import_module("transformers").BertConfig(
+                    hidden_size=32,
+                    num_hidden_layers=1,
+                    num_attention_heads=2,
+                    intermediate_size=37,
+                    vocab_size=100,
+                )
+            )
+            self.config = self.inner.config
+
+        def forward(self, input_ids: Any, attention_mask: Any = None, return_dict: bool = True) -> Any:
+            out = self.inner(input_ids=input_ids, attention_mask=attention_mask, return_dict=True)
+            out["last_hidden_state"] = out["last_hidden_state"] + float(not torch.jit.is_tracing())
+            return out
+
+    with pytest.raises(ExportError, match="last_hidden_state"):
+        export_transformers(Noisy(), tmp_path / "noisy", max_batch_size=2)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_batch_size": -1}, "max_batch_size"),
+        ({"sequence_length": 0}, "sequence_length"),
+        ({"sequence_length": 600}, "exceeds the model's 512 positions"),
+    ],
+    ids=["negative-batch", "zero-length", "too-long"],
+)
+def test_export_transformers_rejects_bad_arguments(
+    tmp_path: Path, tiny_bert: Any, kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        export_transformers(tiny_bert, tmp_path / "m", **kwargs)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_export_transformers_refuses_a_module_without_input_ids(tmp_path: Path) -> None:
+    module = torch.nn.Linear(4, 2)
+    module.config = type("Config", (), {"vocab_size": 10})()
+    with pytest.raises(ValueError, match="takes no input_ids"):
+        export_transformers(module, tmp_path / "linear")
+
+
+def test_export_transformers_refuses_a_tokenizer_larger_than_the_vocabulary(
+    tmp_path: Path, bert_tokenizer: Any
+) -> None:
+    transformers = importlib.import_module("transformers")
+    small = transformers.BertModel(
+        transformers.BertConfig(
+            hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37, vocab_size=8
+        )
+    )
+    with pytest.raises(ValueError, match="tokens but the model's vocabulary has 8"):
+        export_transformers(small, tmp_path / "small", tokenizer=bert_tokenizer)
+
+
+def test_export_transformers_refuses_existing_directories(
+    tmp_path: Path, tiny_bert: Any, bert_tokenizer: Any
+) -> None:
+    (tmp_path / "bert-tokenizer").mkdir()
+    with pytest.raises(FileExistsError, match="bert-tokenizer exists"):
+        export_transformers(tiny_bert, tmp_path / "bert", tokenizer=bert_tokenizer)
+    assert not (tmp_path / "bert").exists()
+    export_transformers(tiny_bert, tmp_path / "bert", tokenizer=bert_tokenizer, overwrite=True)
+    assert (tmp_path / "bert-tokenizer" / "tokenizer.json").is_file()
+    config, _ = parse_config_file(tmp_path / "bert" / "config.pbtxt")
+    assert config is not None and "pooler_output" in format_config(config)
