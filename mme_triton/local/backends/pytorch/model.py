@@ -251,10 +251,10 @@ def _check_datatypes(config: dict[str, Any], name: str, max_batch_size: int) -> 
                     f"(the pytorch backend takes {_SUPPORTED})"
                 )
             if datatype == _STRING and len(_config_dims(entry)) + (1 if max_batch_size > 0 else 0) > 1:
+                hint = "dims: [ 1 ] with reshape: { shape: [ ] }" if max_batch_size > 0 else "dims: [ -1 ]"
                 raise pb_utils.TritonModelException(
                     f"Triton only supports 1 dimensional List of String as {kind} for '{entry['name']}' "
-                    f"for model '{name}' (with max_batch_size > 0 use dims: [ 1 ] and "
-                    "reshape: { shape: [ ] })"
+                    f"for model '{name}' (use {hint})"
                 )
             if datatype == "TYPE_BF16":
                 _log(
