@@ -6,7 +6,11 @@ traced and saved with ``torch.jit.save`` into a model directory next to a ``conf
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 import sys
+import sysconfig
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -675,3 +679,114 @@ def test_pytorch_backend_answers_an_error_naming_what_the_module_returned(
     # the front-end answers 400 for every failed inference, whatever the backend's error code
     assert answer_status == 400, message
     assert fragment in message
+
+
+class AutogradState(torch.nn.Module):  # type: ignore[misc]
+    """``[[x.is_inference(), torch.is_grad_enabled()]]``: the autograd mode forward runs in."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tensor([[int(x.is_inference()), int(torch.is_grad_enabled())]])
+
+
+AUTOGRAD_CONFIG = """\
+backend: "pytorch"
+max_batch_size: 0
+input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_INT64 dims: [ 1, 2 ] } ]
+"""
+
+
+def _parameters(**values: str) -> str:
+    return "".join(
+        f'parameters {{ key: "{k}" value: {{ string_value: "{v}" }} }}\n' for k, v in values.items()
+    )
+
+
+def test_pytorch_backend_applies_the_native_parameters(
+    triton: TritonServer, serve: Any, tmp_path: Path
+) -> None:
+    parameters = _parameters(
+        INTRA_OP_THREAD_COUNT="1",
+        INTER_OP_THREAD_COUNT="1",
+        INFERENCE_MODE="false",
+        DISABLE_OPTIMIZED_EXECUTION="true",
+        ENABLE_JIT_EXECUTOR="false",
+        ENABLE_JIT_PROFILING="false",
+        ENABLE_TENSOR_FUSER="false",
+        DISABLE_CUDNN="true",
+        ENABLE_WEIGHT_SHARING="true",
+        NUM_THREADS="4",
+    )
+    model_hash = serve(write_model(tmp_path, AutogradState(), AUTOGRAD_CONFIG + parameters), "tuned.tar.gz")
+
+    status, outputs = infer(triton, model_hash, "tuned.tar.gz", {"INPUT__0": np.ones(1, np.float32)})
+
+    assert status == 200, outputs
+    assert isinstance(outputs, dict)
+    # INFERENCE_MODE false: no inference mode, and gradients still off as natively (NoGradGuard)
+    assert outputs["OUTPUT__0"].tolist() == [[0, 0]]
+    log = triton.log_path.read_text()
+    for line in (
+        "Intra op thread count is set to 1 and inter op thread count to 1 for model instance 'tuned.tar.gz'",
+        "Optimized execution is disabled, Inference Mode is disabled for model instance 'tuned.tar.gz'",
+        "Jit executor is disabled for model instance 'tuned.tar.gz'",
+        "Jit profiling is disabled for model instance 'tuned.tar.gz'",
+        "Tensor fuser is disabled for model instance 'tuned.tar.gz'",
+        "model 'tuned.tar.gz': parameter DISABLE_CUDNN has no effect on the embedded stack",
+        "model 'tuned.tar.gz': parameter ENABLE_WEIGHT_SHARING has no effect on the embedded stack",
+        "model 'tuned.tar.gz': parameter NUM_THREADS belongs to Triton's python-based PyTorch 2 runtime",
+    ):
+        assert line in log
+
+
+def test_pytorch_backend_defaults_to_inference_mode_and_at_most_a_thread_per_cpu(
+    triton: TritonServer, serve: Any, tmp_path: Path
+) -> None:
+    model_hash = serve(write_model(tmp_path, AutogradState(), AUTOGRAD_CONFIG), "defaults.tar.gz")
+
+    status, outputs = infer(triton, model_hash, "defaults.tar.gz", {"INPUT__0": np.ones(1, np.float32)})
+
+    assert status == 200, outputs
+    assert isinstance(outputs, dict)
+    assert outputs["OUTPUT__0"].tolist() == [[1, 0]]
+    log = triton.log_path.read_text()
+    found = re.search(
+        r"Intra op thread count is set to (\d+) and inter op thread count to (\d+) "
+        r"for model instance 'defaults.tar.gz'",
+        log,
+    )
+    assert found is not None
+    cpus = len(os.sched_getaffinity(0))
+    assert 1 <= int(found.group(1)) <= cpus and 1 <= int(found.group(2)) <= cpus
+
+
+@pytest.fixture(scope="module")
+def python_without_torch(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A virtual environment with this one's packages except torch: what a ``local``-only install has."""
+    root = tmp_path_factory.mktemp("no_torch")
+    # --copies: TritonServer takes an interpreter whose real path is the running one's for the running one
+    venv = [sys.executable, "-m", "venv", "--without-pip", "--copies", str(root / "venv")]
+    subprocess.run(venv, check=True)
+    packages = root / "packages"
+    packages.mkdir()
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if not entry.name.lower().startswith(("torch", "functorch")):
+            (packages / entry.name).symlink_to(entry)
+    (site_packages,) = (root / "venv" / "lib").glob("python3*/site-packages")
+    (site_packages / "packages.pth").write_text(f"{packages}\n")
+    return str(root / "venv" / "bin" / "python3")
+
+
+def test_pytorch_backend_without_torch_says_how_to_install_it(
+    python_without_torch: str, tmp_path: Path
+) -> None:
+    root = write_model(tmp_path / "model", Affine(), AFFINE_CONFIG)
+
+    with (
+        TritonServer(workdir=tmp_path, python_executable=python_without_torch) as server,
+        pytest.raises(TritonLoadError) as caught,
+    ):
+        server.load(uuid.uuid4().hex, root, "model.tar.gz")
+
+    assert "the embedded stack serves TorchScript models with PyTorch" in caught.value.message
+    assert "pip install 'mme-triton[export]'" in caught.value.message

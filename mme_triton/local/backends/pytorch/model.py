@@ -57,7 +57,7 @@ _INDEX_DELIMITER = "__"
 _INSTALL_HINT = (
     "the embedded stack serves TorchScript models with PyTorch; install it with: "
     "pip install 'mme-triton[export]' (and a CPU build of torch first, e.g. "
-    "pip install torch --index-url https://download.pytorch.org/whl/cpu, to avoid the CUDA build)"
+    "pip install torch --index-url https://download.pytorch.org/whl/cpu, so pip skips the CUDA build)"
 )
 _NO_AUTOCOMPLETE = (
     "the pytorch backend does not auto-complete configurations (a TorchScript file records no tensor "
@@ -99,8 +99,8 @@ def _import_torch(model_name: str) -> Any:
         import torch
     except ImportError as exc:
         raise pb_utils.TritonModelException(
-            f"unable to load model '{model_name}': {_INSTALL_HINT} (Triton's python stub runs "
-            f"{sys.executable}, which cannot import torch: {exc})"
+            f"unable to load model '{model_name}': {_INSTALL_HINT} "
+            f"({sys.executable} cannot import torch: {exc})"
         ) from None
     return torch
 
@@ -524,6 +524,11 @@ class TritonPythonModel:
 
     def execute(self, requests: list[Any]) -> list[Any]:
         """Run the requests of one batch; each gets its own response, success or error."""
+        # natively the input tensors are made under the inference-mode guard too: inference tensors
+        with self.torch.inference_mode(mode=self.inference_mode), self.torch.no_grad():
+            return self._execute(requests)
+
+    def _execute(self, requests: list[Any]) -> list[Any]:
         feeds: list[dict[str, Any] | _ModelError] = []
         for request in requests:
             try:
@@ -605,11 +610,7 @@ class TritonPythonModel:
     def _forward(self, feed: dict[str, Any]) -> list[Any]:
         """``forward`` on one feed, its result as the list of values outputs index into."""
         torch = self.torch
-        with (
-            torch.jit.optimized_execution(self.optimized_execution),
-            torch.inference_mode(mode=self.inference_mode),
-            torch.no_grad(),
-        ):
+        with torch.jit.optimized_execution(self.optimized_execution):
             if self.dict_input:
                 result = self.module.forward(feed)
             else:
