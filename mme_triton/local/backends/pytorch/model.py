@@ -57,7 +57,7 @@ _INDEX_DELIMITER = "__"
 _INSTALL_HINT = (
     "the embedded stack serves TorchScript models with PyTorch; install it with: "
     "pip install 'mme-triton[export]' (and a CPU build of torch first, e.g. "
-    "pip install torch --index-url https://download.pytorch.org/whl/cpu, to avoid the CUDA build)"
+    "pip install torch --index-url https://download.pytorch.org/whl/cpu, so pip skips the CUDA build)"
 )
 _NO_AUTOCOMPLETE = (
     "the pytorch backend does not auto-complete configurations (a TorchScript file records no tensor "
@@ -99,8 +99,8 @@ def _import_torch(model_name: str) -> Any:
         import torch
     except ImportError as exc:
         raise pb_utils.TritonModelException(
-            f"unable to load model '{model_name}': {_INSTALL_HINT} (Triton's python stub runs "
-            f"{sys.executable}, which cannot import torch: {exc})"
+            f"unable to load model '{model_name}': {_INSTALL_HINT} "
+            f"({sys.executable} cannot import torch: {exc})"
         ) from None
     return torch
 
@@ -251,10 +251,10 @@ def _check_datatypes(config: dict[str, Any], name: str, max_batch_size: int) -> 
                     f"(the pytorch backend takes {_SUPPORTED})"
                 )
             if datatype == _STRING and len(_config_dims(entry)) + (1 if max_batch_size > 0 else 0) > 1:
+                hint = "dims: [ 1 ] with reshape: { shape: [ ] }" if max_batch_size > 0 else "dims: [ -1 ]"
                 raise pb_utils.TritonModelException(
                     f"Triton only supports 1 dimensional List of String as {kind} for '{entry['name']}' "
-                    f"for model '{name}' (with max_batch_size > 0 use dims: [ 1 ] and "
-                    "reshape: { shape: [ ] })"
+                    f"for model '{name}' (use {hint})"
                 )
             if datatype == "TYPE_BF16":
                 _log(
@@ -524,6 +524,11 @@ class TritonPythonModel:
 
     def execute(self, requests: list[Any]) -> list[Any]:
         """Run the requests of one batch; each gets its own response, success or error."""
+        # natively the input tensors are made under the inference-mode guard too: inference tensors
+        with self.torch.inference_mode(mode=self.inference_mode), self.torch.no_grad():
+            return self._execute(requests)
+
+    def _execute(self, requests: list[Any]) -> list[Any]:
         feeds: list[dict[str, Any] | _ModelError] = []
         for request in requests:
             try:
@@ -605,11 +610,7 @@ class TritonPythonModel:
     def _forward(self, feed: dict[str, Any]) -> list[Any]:
         """``forward`` on one feed, its result as the list of values outputs index into."""
         torch = self.torch
-        with (
-            torch.jit.optimized_execution(self.optimized_execution),
-            torch.inference_mode(mode=self.inference_mode),
-            torch.no_grad(),
-        ):
+        with torch.jit.optimized_execution(self.optimized_execution):
             if self.dict_input:
                 result = self.module.forward(feed)
             else:
