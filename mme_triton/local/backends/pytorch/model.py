@@ -37,7 +37,8 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 # Config datatypes -> torch dtype names (resolved once torch is imported). The native backend has no
-# UINT16/32/64 (torch cannot compute with them) and no BF16; BF16 is served here through DLPack.
+# UINT16/32/64 (torch cannot compute with them) and no BF16, so neither has this one: a model the stack
+# serves must load on SageMaker too.
 _TORCH_DTYPE_NAMES = {
     "TYPE_BOOL": "bool",
     "TYPE_UINT8": "uint8",
@@ -48,7 +49,6 @@ _TORCH_DTYPE_NAMES = {
     "TYPE_FP16": "float16",
     "TYPE_FP32": "float32",
     "TYPE_FP64": "float64",
-    "TYPE_BF16": "bfloat16",
 }
 _STRING = "TYPE_STRING"
 _SUPPORTED = ", ".join([*_TORCH_DTYPE_NAMES, _STRING])
@@ -255,12 +255,6 @@ def _check_datatypes(config: dict[str, Any], name: str, max_batch_size: int) -> 
                 raise pb_utils.TritonModelException(
                     f"Triton only supports 1 dimensional List of String as {kind} for '{entry['name']}' "
                     f"for model '{name}' (use {hint})"
-                )
-            if datatype == "TYPE_BF16":
-                _log(
-                    "warn",
-                    f"model '{name}': {kind} '{entry['name']}' is TYPE_BF16, which the embedded stack "
-                    "serves but Triton's native PyTorch backend (on SageMaker) refuses",
                 )
             if kind == "input" and entry.get("optional", False):
                 raise pb_utils.TritonModelException(
@@ -565,9 +559,6 @@ class TritonPythonModel:
                 raise _ModelError(f"input '{input_name}' is missing from the request")
             if datatype == _STRING:
                 feed[input_name] = self._strings(input_name, tensor.as_numpy())
-            elif datatype == "TYPE_BF16":
-                # numpy has no bfloat16: the buffer goes through DLPack
-                feed[input_name] = torch.from_dlpack(tensor.to_dlpack())
             else:
                 array = tensor.as_numpy()
                 if not array.flags.writeable:
@@ -714,8 +705,6 @@ class TritonPythonModel:
             raise _ModelError(f"output '{output_name}' is a scalar which is not supported.")
         self._check_shape(output_name, tuple(value.shape), dims, reshaped)
         value = value.detach().cpu().contiguous()
-        if datatype == "TYPE_BF16":
-            return pb_utils.Tensor.from_dlpack(output_name, self.torch.utils.dlpack.to_dlpack(value))
         return pb_utils.Tensor(output_name, value.numpy())
 
     def _check_shape(self, output_name: str, shape: tuple[int, ...], dims: list[int], reshaped: bool) -> None:
