@@ -97,7 +97,9 @@ class PythonInfo:
 
 
 def python_info(executable: str | None) -> PythonInfo:
-    if executable is None or os.path.realpath(executable) == os.path.realpath(sys.executable):
+    # Not realpath: a venv's python is a link to its base interpreter, and two venvs of one base Python
+    # must stay two interpreters with their own packages.
+    if executable is None or os.path.abspath(executable) == os.path.abspath(sys.executable):
         return PythonInfo(
             executable=sys.executable,
             version=f"{sys.version_info[0]}.{sys.version_info[1]}",
