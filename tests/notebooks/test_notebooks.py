@@ -111,6 +111,19 @@ def test_notebook_first_cell_is_its_only_local_line(path: Path) -> None:
     assert local == []
 
 
+@pytest.mark.parametrize("path", _notebook_params(run=False))
+def test_notebook_ends_with_teardown(path: Path) -> None:
+    code = [cell for cell in _document(path)["cells"] if cell["cell_type"] == "code"]
+    last = ast.parse(_source(code[-1]))
+    calls = [
+        node.func.id
+        for node in ast.walk(last)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    ]
+    assert "teardown" in calls
+    assert "delete_artifacts=True" in _source(code[-1])
+
+
 def _run(path: Path, workdir: Path, marker: Any, *, probe: str | None) -> tuple[Any, str | None]:
     """Execute the notebook in a fresh kernel; return the executed notebook and the probe's output."""
     import nbformat
