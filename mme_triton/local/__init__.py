@@ -17,12 +17,16 @@ Example:
     ...     outputs = MMEClient("demo", boto3_session=session).infer("linear.tar.gz", {"INPUT0": x})
     ...     teardown("demo", boto3_session=session)
 
+In a notebook, ``session, role, bucket = notebook_stack()`` starts a stack that stops when the kernel
+exits (:mod:`mme_triton.local.notebook`): the one line that differs from the same notebook on AWS.
+
 Needs the ``local`` extra (``pip install 'mme-triton[local]'``) on Linux x86_64 with glibc >= 2.35.
 See ``docs/local.md``.
 """
 
 from __future__ import annotations
 
+from mme_triton.local.notebook import NotebookAWS, notebook_stack, running_notebook_stack
 from mme_triton.local.stack import LocalStack
 
-__all__ = ["LocalStack"]
+__all__ = ["LocalStack", "NotebookAWS", "notebook_stack", "running_notebook_stack"]
