@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from mme_triton.endpoint.environment import TritonEnvironment
     from mme_triton.endpoint.handle import Endpoint
     from mme_triton.endpoint.images import triton_image_uri
+    from mme_triton.endpoint.planning import DeploymentPlan, plan_deployment
     from mme_triton.endpoint.teardown import TeardownReport, sweep, teardown
     from mme_triton.model.problems import Problem
     from mme_triton.model.repository import TritonModel, load_model
@@ -73,6 +74,8 @@ _LAZY: dict[str, str] = {
     "triton_image_uri": "mme_triton.endpoint.images",
     "TritonEnvironment": "mme_triton.endpoint.environment",
     "deploy_mme": "mme_triton.endpoint.deploy",
+    "plan_deployment": "mme_triton.endpoint.planning",
+    "DeploymentPlan": "mme_triton.endpoint.planning",
     "Endpoint": "mme_triton.endpoint.handle",
     "AutoScaling": "mme_triton.endpoint.autoscaling",
     "teardown": "mme_triton.endpoint.teardown",
@@ -92,6 +95,7 @@ __all__ = [
     "AutoScaling",
     "CodecError",
     "DeploymentError",
+    "DeploymentPlan",
     "DeploymentTimeoutError",
     "Endpoint",
     "EndpointError",
@@ -126,6 +130,7 @@ __all__ = [
     "list_models",
     "load_model",
     "package_model",
+    "plan_deployment",
     "remove_model",
     "sweep",
     "teardown",
