@@ -461,3 +461,16 @@ def test_deploy_mme_interrupted_mid_wait_leaves_everything_for_the_rerun(
     if first is not None:
         assert first.endpoint_config_name in found["configs"]  # superseded, removed by the re-run
     _rerun_and_teardown(deploy_kwargs, model_data_url, session, inventory, nothing, **settings)
+
+
+@pytest.mark.parametrize("operation", ["DescribeEndpoint", "DescribeEndpointConfig", "DescribeModel"])
+def test_endpoint_model_data_url_retries_its_reads(
+    deploy_kwargs: dict[str, Any], model_data_url: str, faulty: Any, operation: str
+) -> None:
+    from mme_triton.endpoint import endpoint_model_data_url
+
+    deploy_mme("my-mme", model_data_url, **deploy_kwargs)
+    sm, faults = faulty("sagemaker")
+    faults.server_error(operation, times=4)
+    assert endpoint_model_data_url("my-mme", sagemaker_client=sm) == model_data_url
+    assert faults.hits[operation] == 4
