@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from mme_triton.endpoint.environment import TritonEnvironment
     from mme_triton.endpoint.handle import Endpoint
     from mme_triton.endpoint.images import triton_image_uri
+    from mme_triton.endpoint.planning import DeploymentPlan, plan_deployment
     from mme_triton.endpoint.teardown import TeardownReport, sweep, teardown
     from mme_triton.model.authoring import configure_model, read_config
     from mme_triton.model.ensemble_builder import EnsembleStep, build_ensemble
@@ -79,6 +80,8 @@ _LAZY: dict[str, str] = {
     "triton_image_uri": "mme_triton.endpoint.images",
     "TritonEnvironment": "mme_triton.endpoint.environment",
     "deploy_mme": "mme_triton.endpoint.deploy",
+    "plan_deployment": "mme_triton.endpoint.planning",
+    "DeploymentPlan": "mme_triton.endpoint.planning",
     "Endpoint": "mme_triton.endpoint.handle",
     "AutoScaling": "mme_triton.endpoint.autoscaling",
     "teardown": "mme_triton.endpoint.teardown",
@@ -109,6 +112,7 @@ __all__ = [
     "AutoScaling",
     "CodecError",
     "DeploymentError",
+    "DeploymentPlan",
     "DeploymentTimeoutError",
     "DynamicBatching",
     "Endpoint",
@@ -154,6 +158,7 @@ __all__ = [
     "new_python_model",
     "package_model",
     "perf_analyzer_data",
+    "plan_deployment",
     "read_config",
     "remove_model",
     "sweep",

@@ -5,7 +5,8 @@
   (:func:`target_model_problem`, :func:`check_target_model`);
 - S3 URLs of a multi-model endpoint's ``ModelDataUrl`` (:func:`parse_s3_url`);
 - the error code, message and HTTP status of a botocore ``ClientError`` (:func:`error_code`,
-  :func:`error_message`, :func:`http_status`, :func:`is_not_found`, :func:`is_throttling`);
+  :func:`error_message`, :func:`http_status`, :func:`is_not_found`, :func:`is_throttling`), and which
+  failures are worth another try (:func:`is_transient`);
 - which container of a model serves a multi-model endpoint (:func:`serving_container`);
 - how a boto3 client is made from the AWS injection trio (:func:`make_client`).
 
@@ -37,6 +38,7 @@ __all__ = [
     "http_status",
     "is_not_found",
     "is_throttling",
+    "is_transient",
     "make_client",
     "model_data_url_of",
     "parse_s3_url",
@@ -85,6 +87,22 @@ _THROTTLING_CODES = frozenset(
         "ProvisionedThroughputExceededException",
     }
 )
+
+# Answers AWS services give for a request they could not serve this time (botocore's standard retry mode
+# treats the same codes and statuses as transient).
+_TRANSIENT_CODES = frozenset(
+    {
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "PriorRequestNotComplete",
+        "InternalFailure",
+        "InternalError",
+        "InternalServerError",
+        "InternalServerException",
+        "ServiceUnavailable",
+    }
+)
+_TRANSIENT_STATUSES = frozenset({500, 502, 503, 504})
 
 
 # -- TargetModel -------------------------------------------------------------------------------------
@@ -229,6 +247,38 @@ def is_not_found(exc: BaseException) -> bool:
 def is_throttling(exc: BaseException) -> bool:
     """Whether ``exc`` is an AWS throttling error (``ThrottlingException``, ``TooManyRequests`` ...)."""
     return error_code(exc) in _THROTTLING_CODES or (http_status(exc) == 429 and not error_code(exc))
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether the same call may succeed if sent again: throttling, a 5xx answer, a dropped connection.
+
+    A botocore ``ClientError`` counts when :func:`is_throttling` says so, when its code is one of the
+    codes AWS uses for "could not serve this now" (``InternalFailure``, ``ServiceUnavailable``,
+    ``RequestTimeout`` ...) or its HTTP status is 500, 502, 503 or 504. Of botocore's own errors, the
+    connection errors count (``EndpointConnectionError``, ``ConnectTimeoutError``,
+    ``ConnectionClosedError``, ``ReadTimeoutError`` ...), except TLS and proxy failures, which a retry
+    does not cure.
+
+    Example:
+        >>> from botocore.exceptions import ClientError, EndpointConnectionError
+        >>> is_transient(ClientError({"Error": {"Code": "ThrottlingException"}}, "DescribeEndpoint"))
+        True
+        >>> is_transient(EndpointConnectionError(endpoint_url="https://api.sagemaker.eu-west-1.amazonaws.com"))
+        True
+        >>> is_transient(ClientError({"Error": {"Code": "ValidationException"}}, "DescribeEndpoint"))
+        False
+    """
+    from botocore import exceptions
+
+    if isinstance(exc, exceptions.ClientError):
+        return (
+            is_throttling(exc)
+            or error_code(exc) in _TRANSIENT_CODES
+            or http_status(exc) in _TRANSIENT_STATUSES
+        )
+    if isinstance(exc, exceptions.SSLError | exceptions.ProxyConnectionError):
+        return False
+    return isinstance(exc, exceptions.ConnectionError | exceptions.HTTPClientError)
 
 
 # -- models and containers ---------------------------------------------------------------------------

@@ -16,7 +16,7 @@ this one).
     │   ├── ThrottlingError         too many requests
     │   └── PayloadTooLargeError    the request body is over InvokeEndpoint's 6 MiB limit
     ├── EndpointError               a SageMaker control-plane step for an endpoint failed (endpoint_name)
-    │   ├── DeploymentError         deploy_mme failed; the message says what was rolled back and what kept
+    │   ├── DeploymentError         deploy_mme failed; says what was rolled back and what kept (and why)
     │   │   ├── EndpointFailedError     the endpoint went to Failed (carries FailureReason)
     │   │   └── DeploymentTimeoutError  the endpoint did not reach InService in time
     │   └── TeardownError           some resources could not be removed (carries the report)
@@ -198,15 +198,37 @@ class EndpointError(MMETritonError):
 
 
 class DeploymentError(EndpointError):
-    """Deploying failed; the message says what was rolled back and what was kept (and why)."""
+    """Deploying failed; ``rolled_back`` and ``kept`` say what was deleted again and what was left (why:
+    in the message), as ``(kind, name)`` pairs with kinds ``"endpoint"``, ``"endpoint-config"``,
+    ``"model"``, ``"autoscaling"``."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        endpoint_name: str | None = None,
+        rolled_back: Sequence[tuple[str, str]] = (),
+        kept: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        self.rolled_back = list(rolled_back)
+        self.kept = list(kept)
+        super().__init__(message, endpoint_name=endpoint_name)
 
 
 class EndpointFailedError(DeploymentError):
     """The endpoint reached ``Failed``; ``failure_reason`` is SageMaker's FailureReason."""
 
-    def __init__(self, message: str, *, endpoint_name: str | None = None, failure_reason: str = "") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        endpoint_name: str | None = None,
+        failure_reason: str = "",
+        rolled_back: Sequence[tuple[str, str]] = (),
+        kept: Sequence[tuple[str, str]] = (),
+    ) -> None:
         self.failure_reason = failure_reason
-        super().__init__(message, endpoint_name=endpoint_name)
+        super().__init__(message, endpoint_name=endpoint_name, rolled_back=rolled_back, kept=kept)
 
 
 class DeploymentTimeoutError(DeploymentError):

@@ -4,6 +4,8 @@
 - :class:`~mme_triton.endpoint.environment.TritonEnvironment` — the ``SAGEMAKER_TRITON_*`` settings;
 - :func:`~mme_triton.endpoint.deploy.deploy_mme` → :class:`~mme_triton.endpoint.handle.Endpoint`, with
   optional :class:`~mme_triton.endpoint.autoscaling.AutoScaling`;
+- :func:`~mme_triton.endpoint.planning.plan_deployment` → what deploy_mme would do, as a
+  :class:`~mme_triton.endpoint.planning.DeploymentPlan` (read calls only);
 - :func:`~mme_triton.endpoint.models.endpoint_models` — the TargetModels a live endpoint serves;
 - :func:`~mme_triton.endpoint.teardown.teardown` and :func:`~mme_triton.endpoint.teardown.sweep` →
   :class:`~mme_triton.endpoint.teardown.TeardownReport`.
@@ -17,17 +19,21 @@ from mme_triton.endpoint.environment import TritonEnvironment, validate_environm
 from mme_triton.endpoint.handle import Endpoint
 from mme_triton.endpoint.images import triton_image_uri
 from mme_triton.endpoint.models import endpoint_model_data_url, endpoint_models
+from mme_triton.endpoint.planning import DeploymentPlan, PlannedUpload, plan_deployment
 from mme_triton.endpoint.teardown import TeardownError, TeardownReport, sweep, teardown
 
 __all__ = [
     "AutoScaling",
+    "DeploymentPlan",
     "Endpoint",
+    "PlannedUpload",
     "TeardownError",
     "TeardownReport",
     "TritonEnvironment",
     "deploy_mme",
     "endpoint_model_data_url",
     "endpoint_models",
+    "plan_deployment",
     "sweep",
     "teardown",
     "triton_image_uri",

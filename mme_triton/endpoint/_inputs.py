@@ -9,7 +9,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mme_triton.endpoint._resources import TAG_PREFIX
-from mme_triton.endpoint.environment import TritonEnvironment, validate_environment
+from mme_triton.endpoint.environment import (
+    DEFAULT_ENVIRONMENT,
+    INFERENCE_TYPE,
+    TritonEnvironment,
+    validate_environment,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
@@ -21,6 +26,7 @@ __all__ = [
     "check_role",
     "check_vpc",
     "environment_dict",
+    "environment_warnings",
     "models_list",
     "normalise_tags",
     "region_of",
@@ -85,14 +91,40 @@ def check_vpc(vpc_config: Mapping[str, Any] | None) -> dict[str, list[str]] | No
     return {"SecurityGroupIds": groups, "Subnets": subnets}
 
 
-def environment_dict(environment: TritonEnvironment | Mapping[str, str] | None) -> dict[str, str]:
+def environment_dict(
+    environment: TritonEnvironment | Mapping[str, str | None] | None,
+) -> dict[str, str]:
+    """The model's Environment: ``environment`` over :data:`DEFAULT_ENVIRONMENT`, validated.
+
+    A mapping value of None removes the variable, a default included (the container's own default then
+    applies); a :class:`TritonEnvironment` field left at None keeps the default.
+    """
     if environment is None:
-        return {}
-    if isinstance(environment, TritonEnvironment):
-        return environment.to_environment()
-    if isinstance(environment, Mapping):
-        return validate_environment(environment)
-    raise TypeError(f"environment must be a TritonEnvironment or a mapping, got {type(environment).__name__}")
+        given: dict[str, str | None] = {}
+    elif isinstance(environment, TritonEnvironment):
+        given = dict(environment.to_environment())
+    elif isinstance(environment, Mapping):
+        given = dict(environment)
+    else:
+        raise TypeError(
+            f"environment must be a TritonEnvironment or a mapping, got {type(environment).__name__}"
+        )
+    removed = {key for key, value in given.items() if value is None}
+    merged: dict[str, str] = {k: v for k, v in DEFAULT_ENVIRONMENT.items() if k not in removed}
+    merged.update({key: value for key, value in given.items() if value is not None})
+    return validate_environment(merged)
+
+
+def environment_warnings(environment: Mapping[str, str]) -> list[str]:
+    """Settings of a multi-model endpoint's Environment that will not do what they seem to."""
+    found = []
+    if INFERENCE_TYPE in environment:
+        found.append(
+            f"{INFERENCE_TYPE} acts only on a single-model endpoint's /invocations route; a multi-model "
+            "endpoint's requests go to /models/<name>/invoke, which ignores it (Triton's "
+            "sagemaker_server.cc)"
+        )
+    return found
 
 
 def target_names(models: Iterable[str | os.PathLike[str] | Artifact]) -> list[str]:

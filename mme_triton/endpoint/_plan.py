@@ -58,6 +58,7 @@ def build_plan(
     tags: Mapping[str, str],
     variant_name: str,
     autoscaling: AutoScaling | None,
+    inference_ami_version: str | None = None,
 ) -> DeployPlan:
     """The plan for arguments ``deploy_mme`` has already checked."""
     container: dict[str, Any] = {"Image": image_uri, "Mode": "MultiModel", "ModelDataUrl": model_data_url}
@@ -78,6 +79,8 @@ def build_plan(
         "InitialInstanceCount": instance_count,
         "InitialVariantWeight": 1.0,
     }
+    if inference_ami_version is not None:
+        variant["InferenceAmiVersion"] = inference_ami_version
     config_request: dict[str, Any] = {"ProductionVariants": [variant]}
     if kms_key_id is not None:
         config_request["KmsKeyId"] = kms_key_id

@@ -1,4 +1,8 @@
-"""Names and tags of the SageMaker resources the endpoint stage manages, and reading them back."""
+"""Names and tags of the SageMaker resources the endpoint stage manages, and reading them back.
+
+Every read here takes a :class:`~mme_triton.endpoint._retry.Deadline`: it is retried while the control
+plane throttles or fails (:func:`~mme_triton.endpoint._retry.read`) until that deadline.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,8 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from mme_triton._sagemaker import is_not_found
+from mme_triton._sagemaker import error_code, is_not_found
+from mme_triton.endpoint._retry import Deadline, read
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
@@ -23,10 +28,11 @@ NAME_MAX = 63
 _BASE_MAX = NAME_MAX - 10  # room for "-m" / "-c" and 8 hex digits
 
 
-def describe_or_none(call: Any, **kwargs: Any) -> dict[str, Any] | None:
-    """``call(**kwargs)`` (a Describe* call), or None when the resource does not exist."""
+def describe_or_none(call: Any, *, deadline: Deadline, **kwargs: Any) -> dict[str, Any] | None:
+    """``call(**kwargs)`` (a Describe* call, retried until ``deadline``), or None when there is no such
+    resource."""
     try:
-        result: dict[str, Any] = call(**kwargs)
+        result: dict[str, Any] = read(call, deadline=deadline, what=_what(call, kwargs), **kwargs)
     except Exception as exc:
         if is_not_found(exc):
             return None
@@ -71,13 +77,68 @@ def tag_dict(tags: Any) -> dict[str, str]:
     return {t["Key"]: t["Value"] for t in tags or []}
 
 
-def list_tags(sagemaker: SageMakerClient, arn: str) -> dict[str, str]:
+def _what(call: Any, kwargs: dict[str, Any]) -> str:
+    name = getattr(call, "__name__", "call")
+    return f"{name}({', '.join(f'{k}={v}' for k, v in kwargs.items() if k != 'NextToken')})"
+
+
+def list_tags(sagemaker: SageMakerClient, arn: str, *, deadline: Deadline) -> dict[str, str]:
+    """The tags of the resource ``arn`` (every page)."""
     tags: dict[str, str] = {}
     kwargs: dict[str, Any] = {"ResourceArn": arn}
     while True:
-        page = sagemaker.list_tags(**kwargs)
+        page = read(sagemaker.list_tags, deadline=deadline, what=f"ListTags({arn})", **kwargs)
         tags.update(tag_dict(page.get("Tags")))
         token = page.get("NextToken")
         if not token:
             return tags
         kwargs["NextToken"] = token
+
+
+def tags_or_empty(sagemaker: SageMakerClient, arn: str, *, deadline: Deadline) -> dict[str, str]:
+    """The resource's tags; none for a resource deleted since it was listed (e.g. by a concurrent run).
+
+    SageMaker answers ListTags on a deleted resource's ARN with a ValidationException (not always with a
+    message); the ARN itself comes from a listing, so that error means "gone".
+    """
+    try:
+        return list_tags(sagemaker, arn, deadline=deadline)
+    except Exception as exc:
+        if is_not_found(exc) or error_code(exc) == "ValidationException":
+            return {}
+        raise
+
+
+def paginate(call: Any, key: str, *, deadline: Deadline, **kwargs: Any) -> list[dict[str, Any]]:
+    """Every item under ``key`` of a List* call, page after page."""
+    items: list[dict[str, Any]] = []
+    while True:
+        page = read(call, deadline=deadline, what=_what(call, kwargs), **kwargs)
+        items += page.get(key, [])
+        if not page.get("NextToken"):
+            return items
+        kwargs["NextToken"] = page["NextToken"]
+
+
+def tagged_leftovers(
+    sagemaker: SageMakerClient, endpoint_name: str, *, deadline: Deadline
+) -> tuple[list[str], list[str]]:
+    """Configs and models named like, and tagged for, this endpoint (whatever run created them)."""
+    base = name_base(endpoint_name)
+
+    def ours(items: list[dict[str, Any]], name_key: str, arn_key: str, kind: str) -> list[str]:
+        return [
+            item[name_key]
+            for item in items
+            if is_derived_name(endpoint_name, item[name_key], kind)
+            and tags_or_empty(sagemaker, item[arn_key], deadline=deadline).get(TAG_ENDPOINT) == endpoint_name
+        ]
+
+    configs = paginate(
+        sagemaker.list_endpoint_configs, "EndpointConfigs", deadline=deadline, NameContains=base
+    )
+    models = paginate(sagemaker.list_models, "Models", deadline=deadline, NameContains=base)
+    return (
+        ours(configs, "EndpointConfigName", "EndpointConfigArn", "c"),
+        ours(models, "ModelName", "ModelArn", "m"),
+    )

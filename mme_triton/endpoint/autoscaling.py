@@ -3,6 +3,9 @@
 The variant (``endpoint/<name>/variant/<variant>``, dimension ``sagemaker:variant:DesiredInstanceCount``)
 is registered as a scalable target with a ``TargetTrackingScaling`` policy on the predefined metric
 ``SageMakerVariantInvocationsPerInstance``. :func:`remove_autoscaling` undoes both and is idempotent.
+Reads are retried while Application Auto Scaling throttles or fails, until the ``deadline`` given (five
+minutes by default); a registration :func:`apply_autoscaling` makes is removed again when its policy
+cannot be put, so no scalable target is left without a policy.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from mme_triton._sagemaker import error_code
+from mme_triton.endpoint._retry import Deadline, read
 
 if TYPE_CHECKING:
     from mypy_boto3_application_autoscaling import ApplicationAutoScalingClient
@@ -33,6 +37,11 @@ logger = logging.getLogger(__name__)
 SCALABLE_DIMENSION: Final = "sagemaker:variant:DesiredInstanceCount"
 _NAMESPACE: Final = "sagemaker"
 _METRIC: Final = "SageMakerVariantInvocationsPerInstance"
+_DEFAULT_READ_SECONDS: Final = 300.0
+
+
+def _deadline(deadline: Deadline | None) -> Deadline:
+    return deadline if deadline is not None else Deadline(_DEFAULT_READ_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -101,35 +110,48 @@ def _policy_configuration(scaling: AutoScaling) -> TargetTrackingScalingPolicyCo
 
 
 def current_autoscaling(
-    client: ApplicationAutoScalingClient, endpoint_name: str, variant_name: str
+    client: ApplicationAutoScalingClient,
+    endpoint_name: str,
+    variant_name: str,
+    *,
+    deadline: Deadline | None = None,
 ) -> AutoScaling | None:
     """The :class:`AutoScaling` registered for the variant by this library, or None."""
+    return _current(client, endpoint_name, variant_name, _deadline(deadline))[0]
+
+
+def _current(
+    client: ApplicationAutoScalingClient, endpoint_name: str, variant_name: str, deadline: Deadline
+) -> tuple[AutoScaling | None, bool]:
+    """(this library's registration as an AutoScaling or None, whether a scalable target exists)."""
     rid = resource_id(endpoint_name, variant_name)
-    targets = client.describe_scalable_targets(
-        ServiceNamespace=_NAMESPACE, ResourceIds=[rid], ScalableDimension=SCALABLE_DIMENSION
+    targets = read(
+        client.describe_scalable_targets,
+        deadline=deadline,
+        what=f"DescribeScalableTargets({rid})",
+        ServiceNamespace=_NAMESPACE,
+        ResourceIds=[rid],
+        ScalableDimension=SCALABLE_DIMENSION,
     ).get("ScalableTargets", [])
     target = next((t for t in targets if t["ResourceId"] == rid), None)
     if target is None:
-        return None
-    policies = client.describe_scaling_policies(
+        return None, False
+    name = policy_name(endpoint_name, variant_name)
+    policies = read(
+        client.describe_scaling_policies,
+        deadline=deadline,
+        what=f"DescribeScalingPolicies({rid})",
         ServiceNamespace=_NAMESPACE,
         ResourceId=rid,
         ScalableDimension=SCALABLE_DIMENSION,
-        PolicyNames=[policy_name(endpoint_name, variant_name)],
+        PolicyNames=[name],
     ).get("ScalingPolicies", [])
-    policy = next(
-        (
-            p
-            for p in policies
-            if p["ResourceId"] == rid and p["PolicyName"] == policy_name(endpoint_name, variant_name)
-        ),
-        None,
-    )
+    policy = next((p for p in policies if p["ResourceId"] == rid and p["PolicyName"] == name), None)
     if policy is None:
-        return None
+        return None, True
     config = policy.get("TargetTrackingScalingPolicyConfiguration", {})
     try:
-        return AutoScaling(
+        scaling = AutoScaling(
             min_capacity=int(target["MinCapacity"]),
             max_capacity=int(target["MaxCapacity"]),
             target_invocations_per_instance=float(config["TargetValue"]),
@@ -137,14 +159,26 @@ def current_autoscaling(
             scale_out_cooldown=int(config.get("ScaleOutCooldown", 60)),
         )
     except (KeyError, TypeError, ValueError):
-        return None
+        return None, True
+    return scaling, True
 
 
 def apply_autoscaling(
-    client: ApplicationAutoScalingClient, endpoint_name: str, variant_name: str, scaling: AutoScaling
+    client: ApplicationAutoScalingClient,
+    endpoint_name: str,
+    variant_name: str,
+    scaling: AutoScaling,
+    *,
+    deadline: Deadline | None = None,
 ) -> bool:
-    """Register the variant and put the target-tracking policy; return False when already in place."""
-    if current_autoscaling(client, endpoint_name, variant_name) == scaling:
+    """Register the variant and put the target-tracking policy; return False when already in place.
+
+    When the policy cannot be put, a scalable target this call registered is deregistered again (a
+    target without a policy would pin the variant's capacity to its bounds and scale nothing) and the
+    error is raised.
+    """
+    current, target_existed = _current(client, endpoint_name, variant_name, _deadline(deadline))
+    if current == scaling:
         return False
     rid = resource_id(endpoint_name, variant_name)
     client.register_scalable_target(
@@ -154,16 +188,31 @@ def apply_autoscaling(
         MinCapacity=scaling.min_capacity,
         MaxCapacity=scaling.max_capacity,
     )
-    client.put_scaling_policy(
-        PolicyName=policy_name(endpoint_name, variant_name),
-        ServiceNamespace=_NAMESPACE,
-        ResourceId=rid,
-        ScalableDimension=SCALABLE_DIMENSION,
-        PolicyType="TargetTrackingScaling",
-        TargetTrackingScalingPolicyConfiguration=_policy_configuration(scaling),
-    )
+    try:
+        client.put_scaling_policy(
+            PolicyName=policy_name(endpoint_name, variant_name),
+            ServiceNamespace=_NAMESPACE,
+            ResourceId=rid,
+            ScalableDimension=SCALABLE_DIMENSION,
+            PolicyType="TargetTrackingScaling",
+            TargetTrackingScalingPolicyConfiguration=_policy_configuration(scaling),
+        )
+    except BaseException:
+        if not target_existed:
+            _undo_registration(client, rid)
+        raise
     logger.info("autoscaling on %s: %s", rid, scaling)
     return True
+
+
+def _undo_registration(client: ApplicationAutoScalingClient, rid: str) -> None:
+    try:
+        client.deregister_scalable_target(
+            ServiceNamespace=_NAMESPACE, ResourceId=rid, ScalableDimension=SCALABLE_DIMENSION
+        )
+        logger.info("deregistered %s again: its scaling policy could not be put", rid)
+    except Exception as exc:
+        logger.error("could not deregister %s after its scaling policy failed: %s", rid, exc)
 
 
 def _not_found(exc: Exception) -> bool:
@@ -172,7 +221,11 @@ def _not_found(exc: Exception) -> bool:
 
 
 def remove_autoscaling(
-    client: ApplicationAutoScalingClient, endpoint_name: str, variant_name: str
+    client: ApplicationAutoScalingClient,
+    endpoint_name: str,
+    variant_name: str,
+    *,
+    deadline: Deadline | None = None,
 ) -> list[str]:
     """Delete the variant's scaling policies and deregister it; return what was removed (idempotent).
 
@@ -181,9 +234,15 @@ def remove_autoscaling(
     from botocore.exceptions import ClientError
 
     rid = resource_id(endpoint_name, variant_name)
+    deadline = _deadline(deadline)
     removed: list[str] = []
-    policies = client.describe_scaling_policies(
-        ServiceNamespace=_NAMESPACE, ResourceId=rid, ScalableDimension=SCALABLE_DIMENSION
+    policies = read(
+        client.describe_scaling_policies,
+        deadline=deadline,
+        what=f"DescribeScalingPolicies({rid})",
+        ServiceNamespace=_NAMESPACE,
+        ResourceId=rid,
+        ScalableDimension=SCALABLE_DIMENSION,
     ).get("ScalingPolicies", [])
     for policy in policies:
         if policy["ResourceId"] != rid:
@@ -199,8 +258,13 @@ def remove_autoscaling(
         except ClientError as exc:
             if not _not_found(exc):
                 raise
-    targets = client.describe_scalable_targets(
-        ServiceNamespace=_NAMESPACE, ResourceIds=[rid], ScalableDimension=SCALABLE_DIMENSION
+    targets = read(
+        client.describe_scalable_targets,
+        deadline=deadline,
+        what=f"DescribeScalableTargets({rid})",
+        ServiceNamespace=_NAMESPACE,
+        ResourceIds=[rid],
+        ScalableDimension=SCALABLE_DIMENSION,
     ).get("ScalableTargets", [])
     if any(t["ResourceId"] == rid for t in targets):
         try:

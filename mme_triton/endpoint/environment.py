@@ -6,6 +6,9 @@ The SageMaker Triton container starts ``tritonserver`` from its ``serve`` script
 which moto does not. How the script turns the variables into ``tritonserver`` arguments is played by the
 embedded stack, in :mod:`mme_triton.local.serve`.
 
+:data:`DEFAULT_ENVIRONMENT` is what ``deploy_mme`` adds to every model's Environment unless told
+otherwise: the python backend's shared memory, set explicitly (docs/deploy.md says why these values).
+
 Example::
 
     env = TritonEnvironment(shm_default_byte_size=64 * 1024 * 1024, log_verbose=0)
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = [
+    "DEFAULT_ENVIRONMENT",
     "ENVIRONMENT_MAX_BYTES",
     "ENVIRONMENT_MAX_ENTRIES",
     "ENVIRONMENT_MAX_ITEM_BYTES",
@@ -65,6 +69,15 @@ ALLOW_METRICS = "SAGEMAKER_TRITON_ALLOW_METRICS"
 METRICS_PORT = "SAGEMAKER_TRITON_METRICS_PORT"
 GRPC_PORT = "SAGEMAKER_TRITON_GRPC_PORT"
 INFERENCE_TYPE = "SAGEMAKER_TRITON_INFERENCE_TYPE"
+
+#: The python backend's shared memory per model instance, as the container's serve script sets it for
+#: 23.01 and later images (16 MiB, growing in 1 MiB steps); images up to 22.12 pass nothing, leaving the
+#: python backend's own 1 MiB. ``deploy_mme`` sets both on every model unless the environment says
+#: otherwise (a value of None removes one).
+DEFAULT_ENVIRONMENT: dict[str, str] = {
+    SHM_DEFAULT_BYTE_SIZE: str(16 * 1024 * 1024),
+    SHM_GROWTH_BYTE_SIZE: str(1024 * 1024),
+}
 
 #: Every SAGEMAKER_TRITON_* variable the container's serve script or Triton's SageMaker front-end reads.
 KNOWN_VARIABLES: frozenset[str] = frozenset(
@@ -213,12 +226,15 @@ def validate_environment(environment: Mapping[str, str], *, multi_model: bool = 
 
 @dataclass(frozen=True)
 class TritonEnvironment:
-    """Typed ``SAGEMAKER_TRITON_*`` settings of the SageMaker Triton container (None = container default).
+    """Typed ``SAGEMAKER_TRITON_*`` settings of the SageMaker Triton container (None = not set here).
+
+    ``deploy_mme`` adds :data:`DEFAULT_ENVIRONMENT` for the shared-memory fields left at None; every other
+    field left at None gets the container's default.
 
     Attributes:
-        shm_default_byte_size: python-backend shared memory per model instance (container default 16 MiB;
-            at least 1 MiB). Raise it for python-backend models with large tensors.
-        shm_growth_byte_size: step by which that region grows (container default 1 MiB; > 0).
+        shm_default_byte_size: python-backend shared memory per model instance (deploy_mme's default
+            16 MiB; at least 1 MiB). Committed for every loaded python-backend model instance.
+        shm_growth_byte_size: step by which that region grows (deploy_mme's default 1 MiB; > 0).
         log_verbose: Triton's verbose log level (the container logs verbosely unless this is 0).
         log_info, log_warning, log_error: enable or disable those log levels.
         buffer_manager_thread_count: ``--buffer-manager-thread-count``.
@@ -232,7 +248,9 @@ class TritonEnvironment:
         model_namespacing: False turns Triton's model namespacing off (the container turns it on).
         allow_grpc, allow_metrics, grpc_port, metrics_port: Triton's gRPC and metrics endpoints inside
             the container (off by default; SageMaker only routes HTTP to the SageMaker front-end).
-        inference_type: ``"infer"`` (default), ``"generate"`` or ``"generate_stream"``.
+        inference_type: ``"infer"`` (default), ``"generate"`` or ``"generate_stream"``. Acts only on a
+            single-model endpoint's ``/invocations`` route: a multi-model endpoint's requests go to
+            ``/models/<name>/invoke``, which ignores it (``deploy_mme`` warns when it is set).
         extra: further variables, passed through (validated like the rest). ``SAGEMAKER_TRITON_*`` names
             here must be known; a name that a typed field covers must be set through the field.
     """

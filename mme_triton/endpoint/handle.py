@@ -1,4 +1,11 @@
-"""The :class:`Endpoint` handle ``deploy_mme`` returns, and waiting for an endpoint's status."""
+"""The :class:`Endpoint` handle ``deploy_mme`` returns, and waiting for an endpoint's status.
+
+A wait polls DescribeEndpoint soon and then less often (about 0.25 s first, doubling up to
+``poll_interval``). A poll that is throttled, answered with a 5xx or loses its connection is retried
+(:func:`~mme_triton.endpoint._retry.read`) for as long as the timeout allows: only the endpoint's own
+status (``InService``, ``Failed``, ``OutOfService``, an update SageMaker rolled back) or the timeout ends a
+wait.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +16,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mme_triton._sagemaker import error_code, error_message, is_not_found, make_client
-from mme_triton.endpoint._retry import control_plane_config
+from mme_triton._sagemaker import error_code, error_message, is_not_found, is_transient, make_client
+from mme_triton.endpoint._retry import Deadline, control_plane_config, poll_delays, read
 from mme_triton.errors import (
     DeploymentError,
     DeploymentTimeoutError,
@@ -34,6 +41,9 @@ DeployProgress = Callable[[str, str], None]
 
 #: Endpoint statuses on the way to ``InService`` (or back to it after an update).
 IN_PROGRESS = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack"})
+
+#: Seconds :meth:`Endpoint.refresh` keeps retrying a DescribeEndpoint that is throttled or fails.
+REFRESH_SECONDS = 60.0
 
 
 @contextlib.contextmanager
@@ -102,17 +112,25 @@ class Endpoint:
         kwargs.setdefault("model_data_url", self.model_data_url)
         return MMEClient(self.name, **kwargs)
 
-    def refresh(self) -> Endpoint:
+    def refresh(self, *, timeout: float = REFRESH_SECONDS) -> Endpoint:
         """Describe the endpoint again and update ``status``, ``failure_reason`` and config/model names.
+
+        Throttling, 5xx answers and dropped connections are retried for up to ``timeout`` seconds.
 
         Raises:
             EndpointNotFoundError: the endpoint does not exist any more.
             DeploymentError: the describe calls failed (the botocore error is chained).
         """
         sagemaker = self._sagemaker_client()
+        deadline = Deadline(timeout)
         with control_plane_errors(self.name, "describe"):
-            description = sagemaker.describe_endpoint(EndpointName=self.name)
-            self._update(description)
+            description = read(
+                sagemaker.describe_endpoint,
+                deadline=deadline,
+                what="DescribeEndpoint",
+                EndpointName=self.name,
+            )
+            self._update(description, deadline)
         return self
 
     def models(self) -> list[str]:
@@ -132,7 +150,7 @@ class Endpoint:
     def wait(
         self, *, timeout: float = 1800, poll_interval: float = 15, progress: DeployProgress | None = None
     ) -> Endpoint:
-        """Wait until the endpoint is ``InService``.
+        """Wait until the endpoint is ``InService`` (polling as :func:`wait_for_endpoint` does).
 
         Raises:
             EndpointFailedError: it went to ``Failed`` (or an update was rolled back).
@@ -148,7 +166,7 @@ class Endpoint:
             progress=progress,
         )
         with control_plane_errors(self.name, "describe"):
-            self._update(description)
+            self._update(description, Deadline(REFRESH_SECONDS))
         return self
 
     def _sagemaker_client(self) -> SageMakerClient:
@@ -162,14 +180,19 @@ class Endpoint:
             )
         return self._sagemaker
 
-    def _update(self, description: Mapping[str, Any]) -> None:
+    def _update(self, description: Mapping[str, Any], deadline: Deadline) -> None:
         self.status = str(description.get("EndpointStatus", self.status))
         self.failure_reason = description.get("FailureReason")
         self.arn = str(description.get("EndpointArn", self.arn))
         config_name = description.get("EndpointConfigName")
         if config_name and config_name != self.endpoint_config_name:
             self.endpoint_config_name = str(config_name)
-            config = self._sagemaker_client().describe_endpoint_config(EndpointConfigName=config_name)
+            config = read(
+                self._sagemaker_client().describe_endpoint_config,
+                deadline=deadline,
+                what="DescribeEndpointConfig",
+                EndpointConfigName=config_name,
+            )
             self.model_name = str(config["ProductionVariants"][0]["ModelName"])
 
 
@@ -184,19 +207,40 @@ def wait_for_endpoint(
 ) -> dict[str, Any]:
     """Poll DescribeEndpoint until ``InService``; return the last description.
 
-    With ``expect_config``, an endpoint back ``InService`` on another config (an update SageMaker rolled
-    back) counts as failed.
+    Polls come about 0.25-0.5 s apart at first and grow (jittered) to ``poll_interval``. A poll that is
+    throttled, answered with a 5xx or loses its connection is tried again with capped backoff while
+    ``timeout`` allows. With ``expect_config``, an endpoint back ``InService`` on another config (an
+    update SageMaker rolled back) counts as failed.
 
     Raises:
         EndpointFailedError: ``Failed``, ``UpdateRollbackFailed``, ``OutOfService`` or a rolled-back update.
-        DeploymentTimeoutError: still in progress after ``timeout`` seconds.
+        DeploymentTimeoutError: still in progress after ``timeout`` seconds, or no status could be read
+            before then (the last error is chained).
         EndpointNotFoundError: the endpoint does not exist (any more).
-        DeploymentError: DescribeEndpoint failed (the botocore error is chained).
+        DeploymentError: DescribeEndpoint failed in a way a retry does not cure (access denied, ...).
     """
+    deadline = Deadline(timeout)
+    delays = poll_delays(poll_interval)
     start = time.monotonic()
     while True:
-        with control_plane_errors(endpoint_name, "describe"):
-            description: dict[str, Any] = dict(sagemaker.describe_endpoint(EndpointName=endpoint_name))
+        try:
+            description: dict[str, Any] = dict(
+                read(
+                    sagemaker.describe_endpoint,
+                    deadline=deadline,
+                    what=f"DescribeEndpoint({endpoint_name})",
+                    EndpointName=endpoint_name,
+                )
+            )
+        except Exception as exc:
+            if is_transient(exc):
+                raise DeploymentTimeoutError(
+                    f"endpoint {endpoint_name!r}: no status could be read in {timeout:g}s, the control "
+                    f"plane kept failing ({error_code(exc) or type(exc).__name__}: {error_message(exc)})",
+                    endpoint_name=endpoint_name,
+                ) from exc
+            with control_plane_errors(endpoint_name, "describe"):
+                raise
         status = description["EndpointStatus"]
         waited = time.monotonic() - start
         if progress is not None:
@@ -217,8 +261,8 @@ def wait_for_endpoint(
                 endpoint_name=endpoint_name,
                 failure_reason=reason,
             )
-        if waited >= timeout:
+        if deadline.passed():
             raise DeploymentTimeoutError(
                 f"endpoint {endpoint_name!r} still {status} after {timeout:g}s", endpoint_name=endpoint_name
             )
-        time.sleep(max(0.0, min(poll_interval, timeout - waited)))
+        time.sleep(min(next(delays), deadline.remaining()))

@@ -6,13 +6,33 @@ from 23.12 on they live in the deep-learning-container accounts (763104351884 in
 account of their own in opt-in regions). China regions use the ``amazonaws.com.cn`` domain.
 
 The tables below are as published in the SageMaker Python SDK's image URI config
-(``sagemaker-tritonserver.json``) for 23.12 and later, and in the AWS Deep Learning Containers list of
-available images (with the per-region accounts of SageMaker's Triton examples) for earlier releases.
+(``sagemaker-tritonserver.json``, in ``sagemaker-core``) for 23.12 and later, and in the AWS Deep
+Learning Containers list of available images for the releases the SDK does not list (26.03, 26.04: the
+DLC list names them with the same account set as 25.09 and 26.05) and for earlier releases (with the
+per-region accounts of SageMaker's Triton examples).
+
+What each release needs of the GPU host (:data:`TRITON_MIN_DRIVER`, :data:`TRITON_MIN_COMPUTE_CAPABILITY`)
+comes from NVIDIA's Triton release notes: up to 24.09 (CUDA 11.4-12.6) the images run on an R470 driver
+through CUDA forward compatibility on data-center GPUs, which is the driver of SageMaker's default AMI on
+ml.g4dn/ml.g5/ml.p3; 25.04 (CUDA 12.9) does not (a 25.04 MME on the default AMI fails with "compatibility
+mode is UNAVAILABLE", aws/deep-learning-containers#4990) and needs a CUDA 12 driver (R525 or newer;
+SageMaker's nearest is 535); 25.09 and later are built on CUDA 13 and need driver 580, and from 25.08 on
+compute capability 7.5 (no V100, so no ml.p3).
 """
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_TRITON_VERSION", "TRITON_VERSIONS", "is_gpu_instance_type", "triton_image_uri"]
+import re
+
+__all__ = [
+    "DEFAULT_TRITON_VERSION",
+    "TRITON_MIN_COMPUTE_CAPABILITY",
+    "TRITON_MIN_DRIVER",
+    "TRITON_VERSIONS",
+    "is_gpu_instance_type",
+    "triton_image_uri",
+    "triton_version_of",
+]
 
 #: The default Triton release: the one closest to the Triton the embedded stack runs (2.51 = 24.10),
 #: so that what is tried locally behaves like what is deployed.
@@ -119,17 +139,50 @@ TRITON_VERSIONS: dict[str, dict[str, str]] = {
     **{version: _DLC_ACCOUNTS_2312 for version in ("23.12", "24.01", "24.03", "24.05", "24.09")},
     "25.04": _DLC_ACCOUNTS_2504,
     "25.09": _DLC_ACCOUNTS_2509,
+    "26.03": _DLC_ACCOUNTS_2509,
+    "26.04": _DLC_ACCOUNTS_2509,
     "26.05": _DLC_ACCOUNTS_2509,
 }
 
-# Instance families with NVIDIA GPUs; everything else is served by the CPU image.
-_GPU_FAMILIES = ("p2", "p3", "p3dn", "p4d", "p4de", "p5", "p5e", "p5en", "g4dn", "g5", "g6", "g6e", "g6f")
+#: The oldest NVIDIA driver branch each release runs on at SageMaker (see the module docstring).
+TRITON_MIN_DRIVER: dict[str, int] = {
+    **dict.fromkeys((*_LEGACY_VERSIONS, "23.12", "24.01", "24.03", "24.05", "24.09"), 470),
+    "25.04": 525,
+    **dict.fromkeys(("25.09", "26.03", "26.04", "26.05"), 580),
+}
+
+#: The lowest GPU compute capability each release supports (NVIDIA's release notes: 6.0 up to 25.07,
+#: 7.5 from 25.08 on).
+TRITON_MIN_COMPUTE_CAPABILITY: dict[str, float] = {
+    **{version: 6.0 for version in TRITON_MIN_DRIVER if version < "25.08"},
+    **{version: 7.5 for version in TRITON_MIN_DRIVER if version >= "25.08"},
+}
+
+# ml.g* and ml.p* families have NVIDIA GPUs (g4dn, g5, g6, g6e, p3, p4d, p5 ... and those AWS adds).
+_GPU_FAMILY = re.compile(r"^[gp][0-9]+[a-z]*$")
+_TAG = re.compile(r"/sagemaker-tritonserver:(?P<version>[0-9]{2}\.[0-9]{2})-py3(?:-cpu)?$")
 
 
 def is_gpu_instance_type(instance_type: str) -> bool:
-    """True for SageMaker instance types with an NVIDIA GPU (``ml.g5.xlarge``), False otherwise."""
+    """True for SageMaker instance types with an NVIDIA GPU (``ml.g5.xlarge``), False otherwise.
+
+    Example:
+        >>> is_gpu_instance_type("ml.g6e.xlarge"), is_gpu_instance_type("ml.c5.xlarge")
+        (True, False)
+    """
     parts = instance_type.split(".")
-    return len(parts) == 3 and parts[1] in _GPU_FAMILIES
+    return len(parts) == 3 and _GPU_FAMILY.match(parts[1]) is not None
+
+
+def triton_version_of(image_uri: str) -> str | None:
+    """The Triton release (``YY.MM``) of a SageMaker Triton image URI, None for any other image.
+
+    Example:
+        >>> triton_version_of("763104351884.dkr.ecr.us-east-1.amazonaws.com/sagemaker-tritonserver:25.04-py3")
+        '25.04'
+    """
+    match = _TAG.search(image_uri)
+    return match["version"] if match else None
 
 
 def _domain(region: str) -> str:

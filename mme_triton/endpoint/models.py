@@ -12,7 +12,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from mme_triton._sagemaker import make_client, model_data_url_of
-from mme_triton.endpoint._retry import control_plane_config
+from mme_triton.endpoint._retry import Deadline, control_plane_config, read
 from mme_triton.endpoint.handle import control_plane_errors
 from mme_triton.errors import DeploymentError
 
@@ -26,6 +26,9 @@ __all__ = ["endpoint_model_data_url", "endpoint_models"]
 
 logger = logging.getLogger(__name__)
 
+#: Seconds the describe calls are retried while the control plane throttles or fails.
+READ_SECONDS = 60.0
+
 
 def endpoint_model_data_url(
     endpoint_name: str,
@@ -35,6 +38,8 @@ def endpoint_model_data_url(
     sagemaker_client: SageMakerClient | None = None,
 ) -> str:
     """The ``ModelDataUrl`` an endpoint serves its TargetModels from.
+
+    The describe calls are retried while the control plane throttles or fails, for up to a minute.
 
     Raises:
         EndpointNotFoundError: the endpoint does not exist.
@@ -52,11 +57,22 @@ def endpoint_model_data_url(
         boto_config=boto_config,
         default_config=control_plane_config(),
     )
+    deadline = Deadline(READ_SECONDS)
     with control_plane_errors(endpoint_name, "describe"):
-        endpoint = sagemaker.describe_endpoint(EndpointName=endpoint_name)
+        endpoint = read(
+            sagemaker.describe_endpoint,
+            deadline=deadline,
+            what="DescribeEndpoint",
+            EndpointName=endpoint_name,
+        )
     config_name = endpoint["EndpointConfigName"]
     with control_plane_errors(endpoint_name, "read the model behind", missing_is_endpoint=False):
-        config = sagemaker.describe_endpoint_config(EndpointConfigName=config_name)
+        config = read(
+            sagemaker.describe_endpoint_config,
+            deadline=deadline,
+            what="DescribeEndpointConfig",
+            EndpointConfigName=config_name,
+        )
         variants = config.get("ProductionVariants", [])
         model_name = variants[0].get("ModelName") if variants else None
         if not model_name:
@@ -64,7 +80,7 @@ def endpoint_model_data_url(
                 f"endpoint config {config_name!r} of endpoint {endpoint_name!r} names no model",
                 endpoint_name=endpoint_name,
             )
-        model = sagemaker.describe_model(ModelName=model_name)
+        model = read(sagemaker.describe_model, deadline=deadline, what="DescribeModel", ModelName=model_name)
     url = model_data_url_of(model)
     if url is None:
         raise DeploymentError(

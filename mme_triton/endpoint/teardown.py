@@ -2,7 +2,8 @@
 
 Order: autoscaling registration → endpoint → endpoint config(s) → model(s) → (optionally) the artifacts
 under the prefix. A piece that is already gone is reported as missing, not raised, so running teardown
-twice, on a half-created deployment, or from two processes at once is safe.
+twice, on a half-created deployment, or from two processes at once is safe. Every read (describe, list,
+tags) is retried while the control plane throttles or fails, for up to ``timeout`` seconds in all.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ from mme_triton.endpoint._resources import (
     TAG_MANAGED,
     check_name,
     describe_or_none,
-    is_derived_name,
-    list_tags,
-    name_base,
+    paginate,
+    tagged_leftovers,
+    tags_or_empty,
 )
-from mme_triton.endpoint._retry import control_plane_config
+from mme_triton.endpoint._retry import Deadline, control_plane_config, read
 from mme_triton.endpoint.autoscaling import remove_autoscaling
 from mme_triton.errors import TeardownError
 
@@ -40,6 +41,9 @@ logger = logging.getLogger(__name__)
 
 #: Kinds of resources in a report, in the order they are removed.
 KINDS = ("autoscaling", "endpoint", "endpoint-config", "model", "artifact")
+
+#: Seconds teardown() (and sweep(), per endpoint) keeps retrying reads that are throttled or fail.
+DEFAULT_TIMEOUT = 900.0
 
 
 @dataclass
@@ -124,7 +128,9 @@ def _delete(report: TeardownReport, kind: str, name: str, call: Any, **kwargs: A
         if is_not_found(exc):
             report.missing.append((kind, name))
             return True
-        logger.error("could not delete %s %s: %s", kind, name, exc)
+        logger.error(
+            "could not delete %s %s: %s (%s)", kind, name, exc, error_code(exc) or type(exc).__name__
+        )
         report.errors.append((kind, name, str(exc)))
         return False
     logger.info("deleted %s %s", kind, name)
@@ -132,45 +138,12 @@ def _delete(report: TeardownReport, kind: str, name: str, call: Any, **kwargs: A
     return True
 
 
-def _tags(sagemaker: SageMakerClient, arn: str) -> dict[str, str]:
-    """The resource's tags; none for a resource deleted since it was listed (e.g. by a concurrent run).
-
-    SageMaker answers ListTags on a deleted resource's ARN with a ValidationException (not always with a
-    message); the ARN itself comes from a listing, so that error means "gone".
-    """
-    try:
-        return list_tags(sagemaker, arn)
-    except Exception as exc:
-        if is_not_found(exc) or error_code(exc) == "ValidationException":
-            return {}
-        raise
-
-
-def _tagged_leftovers(sagemaker: SageMakerClient, endpoint_name: str) -> tuple[list[str], list[str]]:
-    """Configs and models named like, and tagged for, this endpoint (from earlier or interrupted runs)."""
-    base = name_base(endpoint_name)
-
-    def ours(items: list[dict[str, Any]], name_key: str, arn_key: str, kind: str) -> list[str]:
-        return [
-            item[name_key]
-            for item in items
-            if is_derived_name(endpoint_name, item[name_key], kind)
-            and _tags(sagemaker, item[arn_key]).get(TAG_ENDPOINT) == endpoint_name
-        ]
-
-    configs = _paginate(sagemaker.list_endpoint_configs, "EndpointConfigs", NameContains=base)
-    models = _paginate(sagemaker.list_models, "Models", NameContains=base)
-    return (
-        ours(configs, "EndpointConfigName", "EndpointConfigArn", "c"),
-        ours(models, "ModelName", "ModelArn", "m"),
-    )
-
-
 def teardown(
     endpoint_name: str,
     *,
     delete_artifacts: bool = False,
     dry_run: bool = False,
+    timeout: float = DEFAULT_TIMEOUT,
     region: str | None = None,
     boto3_session: boto3.Session | None = None,
     boto_config: Config | None = None,
@@ -190,6 +163,7 @@ def teardown(
         endpoint_name: the endpoint.
         delete_artifacts: also delete the artifacts under the prefix.
         dry_run: remove nothing, report what would be removed.
+        timeout: seconds, in all, that reads are retried while the control plane throttles or fails.
         region, boto3_session, boto_config, sagemaker_client, autoscaling_client, s3_client: how to reach
             AWS; a given client wins over the session.
 
@@ -204,10 +178,14 @@ def teardown(
         print(report)  # my-mme: deleted endpoint my-mme, endpoint-config my-mme-c1a2b3c4d, ...
     """
     check_name("endpoint name", endpoint_name)
+    if timeout <= 0:
+        raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
     clients = _clients(boto3_session, boto_config, sagemaker_client, autoscaling_client, s3_client, region)
     report = TeardownReport(endpoint_name, dry_run=dry_run)
     try:
-        _teardown(clients, endpoint_name, report, delete_artifacts=delete_artifacts)
+        _teardown(
+            clients, endpoint_name, report, delete_artifacts=delete_artifacts, deadline=Deadline(timeout)
+        )
     except Exception as exc:  # finding the pieces failed (access denied, throttled, ...)
         raise TeardownError(
             f"teardown of {endpoint_name!r} failed: {exc} (so far: {report})",
@@ -220,21 +198,28 @@ def teardown(
 
 
 def _teardown(
-    clients: _Clients, endpoint_name: str, report: TeardownReport, *, delete_artifacts: bool
+    clients: _Clients,
+    endpoint_name: str,
+    report: TeardownReport,
+    *,
+    delete_artifacts: bool,
+    deadline: Deadline,
 ) -> None:
     sagemaker = clients.sagemaker
-    endpoint = describe_or_none(sagemaker.describe_endpoint, EndpointName=endpoint_name)
+    endpoint = describe_or_none(sagemaker.describe_endpoint, deadline=deadline, EndpointName=endpoint_name)
     configs: list[str] = []
     variants: set[str] = set()
     if endpoint is not None:
         configs.append(endpoint["EndpointConfigName"])
         variants |= {v["VariantName"] for v in endpoint.get("ProductionVariants", [])}
-    leftover_configs, leftover_models = _tagged_leftovers(sagemaker, endpoint_name)
+    leftover_configs, leftover_models = tagged_leftovers(sagemaker, endpoint_name, deadline=deadline)
     configs += [c for c in leftover_configs if c not in configs]
 
     models: list[str] = []
     for config_name in configs:
-        config = describe_or_none(sagemaker.describe_endpoint_config, EndpointConfigName=config_name)
+        config = describe_or_none(
+            sagemaker.describe_endpoint_config, deadline=deadline, EndpointConfigName=config_name
+        )
         for variant in (config or {}).get("ProductionVariants", []):
             variants.add(variant["VariantName"])  # removing a registration that is not there is a no-op
             if variant.get("ModelName") and variant["ModelName"] not in models:
@@ -244,13 +229,13 @@ def _teardown(
     model_data_urls: list[str] = []
     if delete_artifacts:
         for model_name in models:
-            model = describe_or_none(sagemaker.describe_model, ModelName=model_name)
+            model = describe_or_none(sagemaker.describe_model, deadline=deadline, ModelName=model_name)
             url = model_data_url_of(model) if model is not None else None
             if url and url not in model_data_urls:
                 model_data_urls.append(url)
 
     for variant in sorted(variants):
-        _remove_scaling(clients, endpoint_name, variant, report)
+        _remove_scaling(clients, endpoint_name, variant, report, deadline)
     if endpoint is not None:
         _delete(report, "endpoint", endpoint_name, sagemaker.delete_endpoint, EndpointName=endpoint_name)
     else:
@@ -269,21 +254,26 @@ def _teardown(
         _remove_artifacts(clients, url, report)
 
 
-def _remove_scaling(clients: _Clients, endpoint_name: str, variant: str, report: TeardownReport) -> None:
-    from mme_triton.endpoint.autoscaling import resource_id
+def _remove_scaling(
+    clients: _Clients, endpoint_name: str, variant: str, report: TeardownReport, deadline: Deadline
+) -> None:
+    from mme_triton.endpoint.autoscaling import SCALABLE_DIMENSION, resource_id
 
     rid = resource_id(endpoint_name, variant)
     try:
         if report.dry_run:
-            from mme_triton.endpoint.autoscaling import SCALABLE_DIMENSION
-
-            targets = clients.autoscaling.describe_scalable_targets(
-                ServiceNamespace="sagemaker", ResourceIds=[rid], ScalableDimension=SCALABLE_DIMENSION
+            targets = read(
+                clients.autoscaling.describe_scalable_targets,
+                deadline=deadline,
+                what=f"DescribeScalableTargets({rid})",
+                ServiceNamespace="sagemaker",
+                ResourceIds=[rid],
+                ScalableDimension=SCALABLE_DIMENSION,
             ).get("ScalableTargets", [])
             if any(t["ResourceId"] == rid for t in targets):
                 report.deleted.append(("autoscaling", rid))
             return
-        removed = remove_autoscaling(clients.autoscaling, endpoint_name, variant)
+        removed = remove_autoscaling(clients.autoscaling, endpoint_name, variant, deadline=deadline)
         # Reported once, by whoever deregistered the target (a concurrent run may take the policy).
         if f"target:{rid}" in removed:
             report.deleted.append(("autoscaling", rid))
@@ -332,6 +322,7 @@ def sweep(
     orphans: bool = True,
     orphan_min_age: timedelta = timedelta(hours=1),
     delete_artifacts: bool = False,
+    timeout: float = DEFAULT_TIMEOUT,
     region: str | None = None,
     boto3_session: boto3.Session | None = None,
     boto_config: Config | None = None,
@@ -354,6 +345,8 @@ def sweep(
         orphans: also remove orphaned configs and models.
         orphan_min_age: the least age of an orphan before it is removed.
         delete_artifacts: passed to :func:`teardown` for each endpoint.
+        timeout: seconds that reads are retried while the control plane throttles or fails: for the
+            listing, for each endpoint's teardown and for the orphans, each.
 
     Returns:
         One :class:`TeardownReport` per endpoint, then one per endpoint name that orphans were tagged for.
@@ -368,6 +361,8 @@ def sweep(
     """
     if older_than is not None and older_than < timedelta(0):
         raise ValueError("older_than must not be negative")
+    if timeout <= 0:
+        raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
     clients = _clients(boto3_session, boto_config, sagemaker_client, autoscaling_client, s3_client, region)
     sagemaker = clients.sagemaker
     now = datetime.now(timezone.utc)
@@ -375,9 +370,10 @@ def sweep(
     cutoff = now - older_than if older_than is not None else None
 
     reports: list[TeardownReport] = []
-    for item in _paginate(sagemaker.list_endpoints, "Endpoints"):
+    listing = Deadline(timeout)
+    for item in paginate(sagemaker.list_endpoints, "Endpoints", deadline=listing):
         name = item["EndpointName"]
-        endpoint_tags = _tags(sagemaker, item["EndpointArn"])
+        endpoint_tags = tags_or_empty(sagemaker, item["EndpointArn"], deadline=listing)
         selected = (
             endpoint_tags.get(TAG_MANAGED) == "true"
             and all(endpoint_tags.get(k) == v for k, v in wanted.items())
@@ -388,13 +384,13 @@ def sweep(
         report = TeardownReport(name, dry_run=dry_run)
         reports.append(report)
         try:
-            _teardown(clients, name, report, delete_artifacts=delete_artifacts)
+            _teardown(clients, name, report, delete_artifacts=delete_artifacts, deadline=Deadline(timeout))
         except Exception as exc:  # record it and go on with the other endpoints
             report.errors.append(("endpoint", name, str(exc)))
 
     if orphans:
         orphan_cutoff = now - max(orphan_min_age, older_than or timedelta(0))
-        reports += _sweep_orphans(sagemaker, wanted, orphan_cutoff, dry_run)
+        reports += _sweep_orphans(sagemaker, wanted, orphan_cutoff, dry_run, Deadline(timeout))
 
     failed = [r for r in reports if r.errors]
     if failed:
@@ -404,28 +400,21 @@ def sweep(
     return reports
 
 
-def _paginate(call: Any, key: str, **kwargs: Any) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    while True:
-        page = call(**kwargs)
-        items += page.get(key, [])
-        if not page.get("NextToken"):
-            return items
-        kwargs["NextToken"] = page["NextToken"]
-
-
 def _sweep_orphans(
     sagemaker: SageMakerClient,
     wanted: dict[str, str],
     cutoff: datetime,
     dry_run: bool,
+    deadline: Deadline,
 ) -> list[TeardownReport]:
     """Managed configs no endpoint uses, then managed models no remaining config names."""
     # A dry run leaves the selected endpoints in place: their configs count as in use, as they are
     # already in those endpoints' reports.
     in_use_configs: set[str] = set()
-    for item in _paginate(sagemaker.list_endpoints, "Endpoints"):
-        described = describe_or_none(sagemaker.describe_endpoint, EndpointName=item["EndpointName"])
+    for item in paginate(sagemaker.list_endpoints, "Endpoints", deadline=deadline):
+        described = describe_or_none(
+            sagemaker.describe_endpoint, deadline=deadline, EndpointName=item["EndpointName"]
+        )
         if described is not None:
             in_use_configs.add(described["EndpointConfigName"])
 
@@ -437,7 +426,7 @@ def _sweep_orphans(
         return reports[endpoint]
 
     def selected(arn: str, created: datetime) -> tuple[bool, str]:
-        tags = _tags(sagemaker, arn)
+        tags = tags_or_empty(sagemaker, arn, deadline=deadline)
         ok = (
             tags.get(TAG_MANAGED) == "true"
             and all(tags.get(k) == v for k, v in wanted.items())
@@ -446,9 +435,11 @@ def _sweep_orphans(
         return ok, tags.get(TAG_ENDPOINT, "")
 
     used_models: set[str] = set()
-    for item in _paginate(sagemaker.list_endpoint_configs, "EndpointConfigs"):
+    for item in paginate(sagemaker.list_endpoint_configs, "EndpointConfigs", deadline=deadline):
         name = item["EndpointConfigName"]
-        config = describe_or_none(sagemaker.describe_endpoint_config, EndpointConfigName=name)
+        config = describe_or_none(
+            sagemaker.describe_endpoint_config, deadline=deadline, EndpointConfigName=name
+        )
         if config is None:
             continue
         orphan, endpoint = (False, "")
@@ -466,7 +457,7 @@ def _sweep_orphans(
             used_models |= {
                 v["ModelName"] for v in config.get("ProductionVariants", []) if v.get("ModelName")
             }
-    for item in _paginate(sagemaker.list_models, "Models"):
+    for item in paginate(sagemaker.list_models, "Models", deadline=deadline):
         name = item["ModelName"]
         if name in used_models:
             continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 from typing import Any
 
@@ -111,3 +112,130 @@ def _snapshot(sm: Any, aas: Any, s3: Any, bucket: str) -> dict[str, Any]:
         for item in s3.list_objects_v2(Bucket=bucket).get("Contents", [])
     ]
     return found
+
+
+# -- faults injected into real clients -------------------------------------------------------------
+
+
+class _Body:
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def stream(self, **_: Any) -> Any:
+        yield self._data
+
+
+class Faults:
+    """Faults injected into one real boto3 client through botocore's event hooks (nothing is mocked).
+
+    Each fault counts the HTTP attempts it sees: botocore's own retries go through ``before-send`` again,
+    so ``throttle("DescribeEndpoint", times=3)`` answers three attempts with a ThrottlingException and
+    lets the fourth reach moto's server. ``after`` lets that many attempts through first; ``times=None``
+    never stops. ``hits[operation]`` counts the attempts a fault answered.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.service = client.meta.service_model.service_id.hyphenize()
+        self.hits: dict[str, int] = {}
+
+    def _register(self, operation: str, answer: Any, *, times: int | None, after: int) -> None:
+        seen = [0]
+
+        def handler(request: Any, **_: Any) -> Any:
+            seen[0] += 1
+            answered = self.hits.get(operation, 0)
+            if seen[0] <= after or (times is not None and answered >= times):
+                return None
+            self.hits[operation] = answered + 1
+            return answer(request)
+
+        self.client.meta.events.register(f"before-send.{self.service}.{operation}", handler)
+
+    def error(
+        self,
+        operation: str,
+        *,
+        status: int,
+        code: str,
+        message: str = "injected",
+        times: int | None = None,
+        after: int = 0,
+    ) -> None:
+        """Answer with an AWS error (a JSON-protocol error body), as the service would."""
+        from botocore.awsrequest import AWSResponse
+
+        body = json.dumps({"__type": code, "message": message}).encode()
+        headers = {"x-amzn-RequestId": "injected", "Content-Type": "application/x-amz-json-1.1"}
+        self._register(
+            operation,
+            lambda request: AWSResponse(request.url, status, headers, _Body(body)),
+            times=times,
+            after=after,
+        )
+
+    def throttle(self, operation: str, *, times: int | None = None, after: int = 0) -> None:
+        self.error(
+            operation,
+            status=400,
+            code="ThrottlingException",
+            message="Rate exceeded",
+            times=times,
+            after=after,
+        )
+
+    def server_error(self, operation: str, *, times: int | None = None, after: int = 0) -> None:
+        self.error(
+            operation, status=500, code="InternalFailure", message="injected 500", times=times, after=after
+        )
+
+    def drop_connection(self, operation: str, *, times: int | None = None, after: int = 0) -> None:
+        """Fail the attempt as a refused connection does (botocore's EndpointConnectionError)."""
+        from botocore.exceptions import EndpointConnectionError
+
+        def refuse(request: Any) -> Any:
+            raise EndpointConnectionError(endpoint_url=request.url)
+
+        self._register(operation, refuse, times=times, after=after)
+
+    def lose_answer(self, operation: str) -> None:
+        """Let the call through to the server, then lose its answer (ConnectionClosedError)."""
+        from botocore.exceptions import ConnectionClosedError
+
+        def lost(**_: Any) -> None:
+            self.hits[operation] = self.hits.get(operation, 0) + 1
+            raise ConnectionClosedError(endpoint_url="injected")
+
+        self.client.meta.events.register(f"after-call.{self.service}.{operation}", lost)
+
+
+@pytest.fixture
+def faulty(session: Any) -> Any:
+    """``faulty(service)``: a new real client of the plane's session, with a :class:`Faults` on it."""
+
+    def make(service: str) -> tuple[Any, Faults]:
+        client = session.client(service)
+        return client, Faults(client)
+
+    return make
+
+
+@pytest.fixture
+def mutations() -> Any:
+    """``mutations(client)``: a list that fills with the mutating operations ``client`` calls from now on."""
+
+    def record(client: Any) -> list[str]:
+        names: list[str] = []
+
+        def note(model: Any, **_: Any) -> None:
+            if model.name.startswith(MUTATING):
+                names.append(model.name)
+
+        client.meta.events.register("before-call.*.*", note)
+        return names
+
+    return record
+
+
+#: Operation-name prefixes of calls that change something.
+MUTATING = ("Create", "Update", "Delete", "Put", "Register", "Deregister", "Add", "Upload", "Complete")

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from mme_triton.endpoint import AutoScaling, Endpoint, TritonEnvironment, deploy_mme
-from mme_triton.errors import DeploymentError, DeploymentTimeoutError, EndpointFailedError
+from mme_triton.errors import DeploymentError, DeploymentTimeoutError, EndpointFailedError, MMETritonWarning
 
 pytestmark = pytest.mark.moto
 
@@ -55,7 +55,10 @@ def test_deploy_mme_creates_in_service_multi_model_endpoint(
     container = sm.describe_model(ModelName=endpoint.model_name)["PrimaryContainer"]
     assert container["Mode"] == "MultiModel"
     assert container["ModelDataUrl"] == model_data_url
-    assert container["Environment"] == {"SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": "33554432"}
+    assert container["Environment"] == {
+        "SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": "33554432",  # the given value
+        "SAGEMAKER_TRITON_SHM_GROWTH_BYTE_SIZE": "1048576",  # the default
+    }
     assert container["MultiModelConfig"] == {"ModelCacheSetting": "Disabled"}
     assert (
         container["Image"] == "763104351884.dkr.ecr.us-east-1.amazonaws.com/sagemaker-tritonserver:24.09-py3"
@@ -79,6 +82,77 @@ def test_deploy_mme_creates_in_service_multi_model_endpoint(
         assert tags["mme-triton:endpoint"] == "my-mme"
         assert tags["team"] == "search"
         assert "mme-triton:created-at" in tags
+
+
+def test_deploy_mme_with_defaults_sets_both_shared_memory_variables(
+    deploy_kwargs: dict[str, Any], model_data_url: str, sm: Any
+) -> None:
+    endpoint = deploy_mme("my-mme", model_data_url, **deploy_kwargs)
+    environment = sm.describe_model(ModelName=endpoint.model_name)["PrimaryContainer"]["Environment"]
+    assert environment == {
+        "SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": "16777216",
+        "SAGEMAKER_TRITON_SHM_GROWTH_BYTE_SIZE": "1048576",
+    }
+
+
+def test_deploy_mme_environment_value_none_removes_a_default(
+    deploy_kwargs: dict[str, Any], model_data_url: str, sm: Any
+) -> None:
+    endpoint = deploy_mme(
+        "my-mme",
+        model_data_url,
+        environment={"SAGEMAKER_TRITON_SHM_GROWTH_BYTE_SIZE": None, "SAGEMAKER_TRITON_LOG_VERBOSE": "0"},
+        **deploy_kwargs,
+    )
+    environment = sm.describe_model(ModelName=endpoint.model_name)["PrimaryContainer"]["Environment"]
+    assert environment == {
+        "SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": "16777216",
+        "SAGEMAKER_TRITON_LOG_VERBOSE": "0",
+    }
+
+
+def test_deploy_mme_sends_the_inference_ami_version(
+    deploy_kwargs: dict[str, Any], model_data_url: str, sm: Any
+) -> None:
+    endpoint = deploy_mme(
+        "my-mme",
+        model_data_url,
+        triton_version="26.05",
+        inference_ami_version="al2023-ami-sagemaker-inference-gpu-4-1",
+        **deploy_kwargs,
+    )
+    [variant] = sm.describe_endpoint_config(EndpointConfigName=endpoint.endpoint_config_name)[
+        "ProductionVariants"
+    ]
+    assert variant["InferenceAmiVersion"] == "al2023-ami-sagemaker-inference-gpu-4-1"
+    image = sm.describe_model(ModelName=endpoint.model_name)["PrimaryContainer"]["Image"]
+    assert image.endswith("sagemaker-tritonserver:26.05-py3")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        pytest.param({"instance_type": "ml.g6.xlarge"}, "not among the GPU instance types", id="gpu-type"),
+        pytest.param({"triton_version": "25.04"}, "needs NVIDIA driver 525", id="driver"),
+        pytest.param(
+            {"environment": {"SAGEMAKER_TRITON_INFERENCE_TYPE": "infer"}},
+            "SAGEMAKER_TRITON_INFERENCE_TYPE acts only",
+            id="inference-type",
+        ),
+    ],
+)
+def test_deploy_mme_warns_and_still_deploys(
+    deploy_kwargs: dict[str, Any],
+    model_data_url: str,
+    caplog: pytest.LogCaptureFixture,
+    overrides: dict[str, Any],
+    message: str,
+) -> None:
+    with pytest.warns(MMETritonWarning, match=message) as caught:
+        endpoint = deploy_mme("my-mme", model_data_url, **{**deploy_kwargs, **overrides})
+    assert endpoint.status == "InService"
+    assert caught[0].filename == __file__  # the warning points at the caller
+    assert any(message in record.getMessage() for record in caplog.records if record.levelname == "WARNING")
 
 
 def test_deploy_mme_cpu_instance_gets_cpu_image(
@@ -195,47 +269,61 @@ def test_deploy_mme_failed_update_keeps_old_config_and_removes_new_one(
 
 
 @pytest.mark.parametrize(
-    ("service", "operation"),
+    "operation",
     [
-        pytest.param("sagemaker", "CreateModel", id="create-model"),
-        pytest.param("sagemaker", "CreateEndpointConfig", id="create-endpoint-config"),
-        pytest.param("sagemaker", "CreateEndpoint", id="create-endpoint"),
-        pytest.param("sagemaker", "DescribeEndpoint", id="wait"),
-        pytest.param("application-autoscaling", "RegisterScalableTarget", id="register-scalable-target"),
-        pytest.param("application-autoscaling", "PutScalingPolicy", id="put-scaling-policy"),
+        pytest.param("CreateModel", id="create-model"),
+        pytest.param("CreateEndpointConfig", id="create-endpoint-config"),
+        pytest.param("CreateEndpoint", id="create-endpoint"),
     ],
 )
-def test_deploy_mme_failure_at_each_step_rolls_back_everything(
+def test_deploy_mme_failure_before_the_endpoint_exists_rolls_back_everything(
     deploy_kwargs: dict[str, Any],
     model_data_url: str,
     session: Any,
     nothing: Any,
     inventory: Callable[[], Any],
-    service: str,
     operation: str,
 ) -> None:
     sagemaker = session.client("sagemaker")
-    autoscaling = session.client("application-autoscaling")
-    # DescribeEndpoint: let the existence check through, fail while waiting for InService.
-    skip = 1 if operation == "DescribeEndpoint" else 0
-    _fail_on(sagemaker if service == "sagemaker" else autoscaling, operation, service, skip=skip)
+    _fail_on(sagemaker, operation)
     with pytest.raises(DeploymentError, match=f"injected failure at {operation}") as caught:
-        deploy_mme(
-            "my-mme",
-            model_data_url,
-            autoscaling=AutoScaling(min_capacity=1, max_capacity=2, target_invocations_per_instance=100),
-            **{**deploy_kwargs, "sagemaker_client": sagemaker, "autoscaling_client": autoscaling},
-        )
+        deploy_mme("my-mme", model_data_url, **{**deploy_kwargs, "sagemaker_client": sagemaker})
     assert isinstance(caught.value.__cause__, RuntimeError)
+    assert caught.value.kept == []
     assert inventory() == nothing
 
 
-def test_deploy_mme_timeout_rolls_back(
+def test_deploy_mme_unreadable_endpoint_after_create_keeps_everything(
+    deploy_kwargs: dict[str, Any], model_data_url: str, session: Any, inventory: Callable[[], Any]
+) -> None:
+    # DescribeEndpoint fails for good after the existence check: whether the endpoint is coming up cannot
+    # be known, so nothing is deleted; the error names what was kept.
+    sagemaker = session.client("sagemaker")
+    _fail_on(sagemaker, "DescribeEndpoint", skip=1)
+    with pytest.raises(DeploymentError, match="injected failure at DescribeEndpoint") as caught:
+        deploy_mme("my-mme", model_data_url, **{**deploy_kwargs, "sagemaker_client": sagemaker})
+    kinds = [kind for kind, _ in caught.value.kept]
+    assert kinds == ["endpoint", "endpoint-config", "model"]
+    assert caught.value.rolled_back == []
+    assert "kept endpoint my-mme" in str(caught.value)
+    assert "run deploy_mme('my-mme', ...) again" in str(caught.value)
+    found = inventory()
+    assert (found["endpoints"], found["configs"], found["models"]) == (
+        ["my-mme"],
+        [name for kind, name in caught.value.kept if kind == "endpoint-config"],
+        [name for kind, name in caught.value.kept if kind == "model"],
+    )
+
+
+def test_deploy_mme_timeout_while_creating_rolls_back(
     plane: Any, deploy_kwargs: dict[str, Any], model_data_url: str, nothing: Any, inventory: Callable[[], Any]
 ) -> None:
+    # The endpoint is readable and still Creating: it never served, so it and its config and model go.
     plane.transition_delay = 30
-    with pytest.raises(DeploymentTimeoutError, match="still Creating"):
+    with pytest.raises(DeploymentTimeoutError, match="still Creating") as caught:
         deploy_mme("my-mme", model_data_url, **{**deploy_kwargs, "timeout": 0.3})
+    assert [kind for kind, _ in caught.value.rolled_back] == ["endpoint", "endpoint-config", "model"]
+    assert caught.value.kept == []
     assert inventory() == nothing
 
 
@@ -343,6 +431,7 @@ ROLE = "arn:aws:iam::123456789012:role/SageMakerExecution"
             {"vpc_config": {"SecurityGroupIds": [], "Subnets": ["subnet-1"]}}, "SecurityGroupIds", id="vpc"
         ),
         pytest.param({"triton_version": "19.01"}, "known versions", id="unknown-version"),
+        pytest.param({"inference_ami_version": "gpu 3"}, "not an AMI version name", id="ami-name"),
         pytest.param(
             {"autoscaling": AutoScaling(min_capacity=2, max_capacity=3, target_invocations_per_instance=1)},
             "outside autoscaling",
@@ -481,7 +570,7 @@ def test_deploy_mme_failed_update_step_leaves_the_running_deployment_as_it_was(
     # DescribeEndpoint: the existence check passes, waiting for the update fails.
     _fail_on(sagemaker, operation, skip=1 if operation == "DescribeEndpoint" else 0)
 
-    with pytest.raises(DeploymentError, match=f"injected failure at {operation}"):
+    with pytest.raises(DeploymentError, match=f"injected failure at {operation}") as caught:
         deploy_mme(
             "my-mme",
             model_data_url,
@@ -490,16 +579,18 @@ def test_deploy_mme_failed_update_step_leaves_the_running_deployment_as_it_was(
         )
 
     if operation == "DescribeEndpoint":
-        # The update was sent: the endpoint may still switch; what this call created is deleted anyway,
-        # and SageMaker (here, the control plane) keeps the endpoint on its old config.
+        # The update was sent and its progress cannot be read: the new config and model are kept (the
+        # endpoint may be switching to them, and here it does), the old ones too.
+        assert {kind for kind, _ in caught.value.kept} == {"endpoint-config", "model"}
         settled = _wait_settled(sm)
-        assert settled["EndpointConfigName"] == first.endpoint_config_name
+        kept_config = next(name for kind, name in caught.value.kept if kind == "endpoint-config")
+        assert settled["EndpointConfigName"] == kept_config
         after = snapshot(bucket)
-        after.pop("endpoint my-mme")
-        expected = dict(before)
-        expected.pop("endpoint my-mme")
-        assert after == expected
+        assert sorted(key for key in after if key.startswith("config ")) == sorted(
+            [f"config {first.endpoint_config_name}", f"config {kept_config}"]
+        )
     else:
+        assert caught.value.kept == []
         assert snapshot(bucket) == before
 
 

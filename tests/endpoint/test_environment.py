@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from mme_triton.endpoint.environment import TritonEnvironment, validate_environment
+from mme_triton.endpoint._inputs import environment_dict, environment_warnings
+from mme_triton.endpoint.environment import DEFAULT_ENVIRONMENT, TritonEnvironment, validate_environment
 
 MiB = 1024 * 1024
 
@@ -129,3 +130,54 @@ def test_validate_environment_at_most_100_variables() -> None:
 def test_validate_environment_rejects_non_string_values() -> None:
     with pytest.raises(TypeError, match="must be str"):
         validate_environment({"A": 1})  # type: ignore[dict-item]
+
+
+@pytest.mark.parametrize(
+    ("environment", "expected"),
+    [
+        pytest.param(None, DEFAULT_ENVIRONMENT, id="none-gives-defaults"),
+        pytest.param({}, DEFAULT_ENVIRONMENT, id="empty-gives-defaults"),
+        pytest.param(
+            {"SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": "67108864"},
+            {**DEFAULT_ENVIRONMENT, "SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": "67108864"},
+            id="override-one",
+        ),
+        pytest.param(
+            {"SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": None},
+            {"SAGEMAKER_TRITON_SHM_GROWTH_BYTE_SIZE": "1048576"},
+            id="remove-one",
+        ),
+        pytest.param(
+            {"SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": None, "SAGEMAKER_TRITON_SHM_GROWTH_BYTE_SIZE": None},
+            {},
+            id="remove-both",
+        ),
+        pytest.param(
+            TritonEnvironment(log_verbose=0),
+            {**DEFAULT_ENVIRONMENT, "SAGEMAKER_TRITON_LOG_VERBOSE": "0"},
+            id="typed-keeps-defaults",
+        ),
+        pytest.param(
+            TritonEnvironment(shm_growth_byte_size=2 * MiB),
+            {**DEFAULT_ENVIRONMENT, "SAGEMAKER_TRITON_SHM_GROWTH_BYTE_SIZE": "2097152"},
+            id="typed-override",
+        ),
+    ],
+)
+def test_environment_dict_adds_the_shared_memory_defaults(environment: Any, expected: dict[str, str]) -> None:
+    assert environment_dict(environment) == expected
+
+
+def test_default_environment_is_what_the_serve_script_sets_for_current_images() -> None:
+    # docker/sagemaker/serve (23.01 and later): 16 MiB default, 1 MiB growth.
+    assert DEFAULT_ENVIRONMENT == {
+        "SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": "16777216",
+        "SAGEMAKER_TRITON_SHM_GROWTH_BYTE_SIZE": "1048576",
+    }
+    assert validate_environment(DEFAULT_ENVIRONMENT) == DEFAULT_ENVIRONMENT
+
+
+def test_environment_warnings_flag_the_inference_type_on_a_multi_model_endpoint() -> None:
+    [warning] = environment_warnings({"SAGEMAKER_TRITON_INFERENCE_TYPE": "generate"})
+    assert "single-model endpoint's /invocations route" in warning
+    assert environment_warnings(DEFAULT_ENVIRONMENT) == []

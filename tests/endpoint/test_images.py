@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
 import pytest
 
-from mme_triton.endpoint.images import TRITON_VERSIONS, triton_image_uri
+from mme_triton.endpoint.images import TRITON_VERSIONS, triton_image_uri, triton_version_of
 
 # Expected URIs as SageMaker publishes them (SDK image URI config / DLC available-images list).
 KNOWN = [
@@ -99,6 +104,20 @@ KNOWN = [
         "633930458069.dkr.ecr.ap-southeast-6.amazonaws.com/sagemaker-tritonserver:25.09-py3",
         id="newest-region",
     ),
+    pytest.param(
+        "us-west-2",
+        "26.04",
+        "ml.g5.xlarge",
+        "763104351884.dkr.ecr.us-west-2.amazonaws.com/sagemaker-tritonserver:26.04-py3",
+        id="2604",
+    ),
+    pytest.param(
+        "eu-south-2",
+        "26.03",
+        None,
+        "503227376785.dkr.ecr.eu-south-2.amazonaws.com/sagemaker-tritonserver:26.03-py3",
+        id="2603-opt-in-region",
+    ),
 ]
 
 
@@ -119,7 +138,7 @@ def test_triton_image_uri_cpu_flag_wins_over_instance_type() -> None:
 
 
 def test_triton_image_uri_covers_every_release_before_and_after_2312() -> None:
-    for version in ("21.08", "22.05", "23.10", "23.12", "24.01", "24.03", "25.04"):
+    for version in ("21.08", "22.05", "23.10", "23.12", "24.01", "24.03", "25.04", "26.03", "26.04", "26.05"):
         assert version in TRITON_VERSIONS
     assert "22.06" not in TRITON_VERSIONS  # never published for SageMaker
 
@@ -138,3 +157,37 @@ def test_triton_image_uri_covers_every_release_before_and_after_2312() -> None:
 def test_triton_image_uri_rejects_unpublished_combinations(region: str, version: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         triton_image_uri(region, version=version)
+
+
+def test_triton_version_of_reads_the_release_from_the_tag() -> None:
+    assert triton_version_of(triton_image_uri("us-east-1", version="26.04", cpu=True)) == "26.04"
+    assert triton_version_of("123456789012.dkr.ecr.us-east-1.amazonaws.com/my-triton:latest") is None
+
+
+# Releases the SageMaker SDK's table does not carry: the ones before 23.12 (another set of accounts), and
+# 26.03 and 26.04, which AWS's Deep Learning Containers list of available images names.
+NOT_IN_SDK = {v for v in TRITON_VERSIONS if v < "23.12"} | {"26.03", "26.04"}
+
+
+def _sdk_triton_config() -> dict[str, Any]:
+    """The SageMaker SDK's own sagemaker-tritonserver image config, read from the installed package."""
+    for distribution in ("sagemaker-core", "sagemaker"):
+        try:
+            files = metadata.distribution(distribution).files or []
+        except metadata.PackageNotFoundError:
+            continue
+        for file in files:
+            if str(file).endswith("image_uri_config/sagemaker-tritonserver.json"):
+                loaded: dict[str, Any] = json.loads(Path(str(file.locate())).read_text())
+                return loaded
+    pytest.skip("the SageMaker SDK (sagemaker-core or sagemaker) is not installed: table not cross-checked")
+
+
+def test_triton_versions_agree_with_the_sagemaker_sdk_image_config() -> None:
+    config = _sdk_triton_config()
+    sdk = config["versions"]
+    for version, entry in sdk.items():
+        assert entry["repository"] == "sagemaker-tritonserver"
+        assert entry["tag_prefix"] == f"{version}-py3"
+        assert TRITON_VERSIONS.get(version) == entry["registries"], f"Triton {version} differs from the SDK"
+    assert set(TRITON_VERSIONS) - set(sdk) <= NOT_IN_SDK

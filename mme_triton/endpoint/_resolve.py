@@ -1,0 +1,194 @@
+"""From ``deploy_mme``'s (and ``plan_deployment``'s) arguments to what would be sent: checks, clients,
+image, Environment, the plan, and the warnings to give. Nothing here mutates anything on AWS."""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mme_triton._sagemaker import make_client, parse_s3_url
+from mme_triton.endpoint._inputs import (
+    check_kms_key,
+    check_role,
+    check_vpc,
+    environment_dict,
+    environment_warnings,
+    models_list,
+    normalise_tags,
+    region_of,
+    target_names,
+)
+from mme_triton.endpoint._plan import DeployPlan, build_plan
+from mme_triton.endpoint._resources import check_name
+from mme_triton.endpoint._retry import control_plane_config
+from mme_triton.endpoint.autoscaling import AutoScaling
+from mme_triton.endpoint.environment import TritonEnvironment
+from mme_triton.endpoint.images import triton_image_uri, triton_version_of
+from mme_triton.endpoint.instances import check_inference_ami_version, check_instance_type, gpu_warnings
+from mme_triton.errors import MMETritonWarning
+
+if TYPE_CHECKING:
+    import boto3
+    from botocore.config import Config
+    from mypy_boto3_application_autoscaling import ApplicationAutoScalingClient
+    from mypy_boto3_sagemaker import SageMakerClient
+
+    from mme_triton.artifact.package import Artifact
+
+__all__ = ["DeployArguments", "Resolved", "emit_warnings", "resolve"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class DeployArguments:
+    """``deploy_mme``'s arguments about what to deploy (not how to wait), as the caller gave them."""
+
+    endpoint_name: str
+    model_data_url: str
+    models: Any
+    role: str
+    instance_type: str
+    instance_count: int
+    region: str | None
+    image_uri: str | None
+    triton_version: str
+    environment: TritonEnvironment | Mapping[str, str | None] | None
+    inference_ami_version: str | None
+    model_cache: str | None
+    vpc_config: Mapping[str, Any] | None
+    enable_network_isolation: bool
+    kms_key_id: str | None
+    tags: Mapping[str, str] | Sequence[Mapping[str, str]] | None
+    variant_name: str
+    autoscaling: AutoScaling | None
+    boto3_session: boto3.Session | None = None
+    boto_config: Config | None = None
+    sagemaker_client: SageMakerClient | None = None
+    autoscaling_client: ApplicationAutoScalingClient | None = None
+
+
+@dataclass
+class Resolved:
+    """The checked arguments: the plan, the clients, what to upload, the warnings to give."""
+
+    plan: DeployPlan
+    sagemaker: SageMakerClient
+    region: str
+    image_uri: str
+    triton_version: str | None
+    model_items: list[str | os.PathLike[str] | Artifact]
+    scaling_client: Callable[[], ApplicationAutoScalingClient]
+    warnings: list[str] = field(default_factory=list)
+
+
+def resolve(args: DeployArguments) -> Resolved:
+    """Check every argument (no AWS call before that), then make the clients and the plan.
+
+    Raises:
+        ValueError, TypeError: an argument AWS would refuse (see ``deploy_mme``).
+    """
+    check_name("endpoint name", args.endpoint_name)
+    check_name("variant name", args.variant_name)
+    bucket, prefix = parse_s3_url(args.model_data_url)
+    model_data_url = f"s3://{bucket}/{prefix}"
+    check_role(args.role)
+    instance = check_instance_type(args.instance_type)
+    count = args.instance_count
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError(f"instance_count must be an int >= 1, got {count!r}")
+    env = environment_dict(args.environment)
+    ami = check_inference_ami_version(args.inference_ami_version)
+    if args.model_cache not in (None, "Enabled", "Disabled"):
+        raise ValueError(f"model_cache must be 'Enabled', 'Disabled' or None, got {args.model_cache!r}")
+    vpc = check_vpc(args.vpc_config)
+    check_kms_key(args.kms_key_id)
+    user_tags = normalise_tags(args.tags)
+    scaling = args.autoscaling
+    if scaling is not None:
+        if not isinstance(scaling, AutoScaling):
+            raise TypeError(f"autoscaling must be an AutoScaling, got {type(scaling).__name__}")
+        if not scaling.min_capacity <= count <= scaling.max_capacity:
+            raise ValueError(
+                f"instance_count {count} is outside autoscaling's "
+                f"[{scaling.min_capacity}, {scaling.max_capacity}]"
+            )
+    model_items = models_list(args.models)
+    names = target_names(model_items)
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"several models would be uploaded as {', '.join(duplicates)}")
+    image_uri = args.image_uri
+
+    sagemaker: SageMakerClient = make_client(
+        "sagemaker",
+        client=args.sagemaker_client,
+        boto3_session=args.boto3_session,
+        boto_config=args.boto_config,
+        default_config=control_plane_config(),
+        region=args.region,
+    )
+    region = region_of(sagemaker, args.region)
+    if image_uri is None:
+        image_uri = triton_image_uri(region, version=args.triton_version, cpu=not instance.is_gpu)
+    version = triton_version_of(image_uri)
+
+    plan = build_plan(
+        args.endpoint_name,
+        model_data_url,
+        role=args.role,
+        image_uri=image_uri,
+        instance_type=args.instance_type,
+        instance_count=count,
+        environment=env,
+        model_cache=args.model_cache,
+        vpc=vpc,
+        enable_network_isolation=args.enable_network_isolation,
+        kms_key_id=args.kms_key_id,
+        tags=user_tags,
+        variant_name=args.variant_name,
+        autoscaling=scaling,
+        inference_ami_version=ami,
+    )
+    holder: list[ApplicationAutoScalingClient] = []
+
+    def scaling_client() -> ApplicationAutoScalingClient:
+        # Made on first use: deployments without autoscaling need no Application Auto Scaling access.
+        if not holder:
+            holder.append(
+                make_client(
+                    "application-autoscaling",
+                    client=args.autoscaling_client,
+                    boto3_session=args.boto3_session,
+                    boto_config=args.boto_config,
+                    default_config=control_plane_config(),
+                    region=region,
+                )
+            )
+        return holder[0]
+
+    return Resolved(
+        plan=plan,
+        sagemaker=sagemaker,
+        region=region,
+        image_uri=image_uri,
+        triton_version=version,
+        model_items=model_items,
+        scaling_client=scaling_client,
+        warnings=[
+            *instance.warnings,
+            *gpu_warnings(args.instance_type, version, ami),
+            *environment_warnings(env),
+        ],
+    )
+
+
+def emit_warnings(messages: Sequence[str], *, stacklevel: int) -> None:
+    """Log each message and issue it as an ``MMETritonWarning`` at ``stacklevel`` of the caller."""
+    for message in messages:
+        logger.warning("%s", message)
+        warnings.warn(message, MMETritonWarning, stacklevel=stacklevel + 1)
