@@ -135,6 +135,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="AGE",
         help="the least age of an orphaned config or model before it is removed (default: 1h)",
     )
+    parser.add_argument(
+        "--timeout",
+        type=_age_argument,
+        default=timedelta(minutes=15),
+        metavar="DURATION",
+        help="how long reads are retried while AWS throttles, fails or cannot be reached (default: 15m)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log each AWS deletion to stderr")
     return parser
 
@@ -182,6 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             orphan_min_age=args.orphan_min_age,
             delete_artifacts=args.delete_artifacts,
             region=args.region,
+            timeout=args.timeout.total_seconds(),
             **_aws(args),
         )
     except TeardownError as exc:

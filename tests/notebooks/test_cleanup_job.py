@@ -317,7 +317,9 @@ def test_cleanup_job_exits_3_when_aws_cannot_be_reached(
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     unreachable = f"http://127.0.0.1:{_closed_port()}"
 
-    code = job.main(["--older-than", "1h", "--region", "us-east-1", "--endpoint-url", unreachable])
+    code = job.main(
+        ["--older-than", "1h", "--region", "us-east-1", "--endpoint-url", unreachable, "--timeout", "2s"]
+    )
 
     assert code == job.EXIT_FAILED == 3
     assert f'error: the sweep could not run: Could not connect to the endpoint URL: "{unreachable}/"' in (
