@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mme_triton._sagemaker import error_code, is_not_found, make_client, parse_s3_url
+from mme_triton._sdk import deploy_defaults
 from mme_triton.endpoint._inputs import (
     check_kms_key,
     check_role,
@@ -106,10 +107,10 @@ class _Rollback:
 
 def deploy_mme(
     endpoint_name: str,
-    model_data_url: str,
+    model_data_url: str | None = None,
     *,
     models: str | os.PathLike[str] | Artifact | Iterable[str | os.PathLike[str] | Artifact] = (),
-    role: str,
+    role: str | None = None,
     instance_type: str,
     instance_count: int = 1,
     region: str | None = None,
@@ -129,6 +130,7 @@ def deploy_mme(
     progress: DeployProgress | None = None,
     overwrite: bool = False,
     boto3_session: boto3.Session | None = None,
+    sagemaker_session: Any = None,
     boto_config: Config | None = None,
     sagemaker_client: SageMakerClient | None = None,
     autoscaling_client: ApplicationAutoScalingClient | None = None,
@@ -141,7 +143,7 @@ def deploy_mme(
         model_data_url: ``s3://bucket/prefix/``; every ``<name>.tar.gz`` directly under it is a TargetModel.
         models: model directories or :class:`~mme_triton.artifact.package.Artifact` objects to upload
             under the prefix first (skipped when the same content is already there).
-        role: the execution role ARN SageMaker assumes (reads the prefix, pulls the image).
+        role: the execution role ARN. Omitted (``model_data_url`` too): the SageMaker SDK's (docs/sdk.md).
         instance_type: a CPU type or a single-GPU type (``ml.g5.xlarge``); multi-GPU types are refused.
         instance_count: initial instance count.
         region: defaults to the session's or client's region.
@@ -161,8 +163,8 @@ def deploy_mme(
         timeout, poll_interval: seconds for the wait.
         progress: ``progress(stage, detail)`` hook (see :data:`DeployProgress`).
         overwrite: passed to ``upload_models`` (replace artifacts whose content differs).
-        boto3_session, boto_config, sagemaker_client, autoscaling_client, s3_client: how to reach AWS; a
-            given client wins over the session.
+        boto3_session, sagemaker_session, boto_config, sagemaker_client, autoscaling_client, s3_client: how
+            to reach AWS (a ``sagemaker.Session``'s ``boto_session``); a given client wins over the session.
 
     Returns:
         An :class:`Endpoint` handle.
@@ -192,6 +194,9 @@ def deploy_mme(
 
     check_name("endpoint name", endpoint_name)
     check_name("variant name", variant_name)
+    boto3_session, model_data_url, role = deploy_defaults(
+        endpoint_name, model_data_url, role, boto3_session=boto3_session, sagemaker_session=sagemaker_session
+    )
     bucket, prefix = parse_s3_url(model_data_url)
     model_data_url = f"s3://{bucket}/{prefix}"
     check_role(role)

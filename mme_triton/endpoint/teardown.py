@@ -14,6 +14,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from mme_triton._sagemaker import error_code, is_not_found, make_client, model_data_url_of
+from mme_triton._sdk import boto3_session_of
 from mme_triton.endpoint._resources import (
     TAG_ENDPOINT,
     TAG_MANAGED,
@@ -173,6 +174,7 @@ def teardown(
     dry_run: bool = False,
     region: str | None = None,
     boto3_session: boto3.Session | None = None,
+    sagemaker_session: Any = None,
     boto_config: Config | None = None,
     sagemaker_client: SageMakerClient | None = None,
     autoscaling_client: ApplicationAutoScalingClient | None = None,
@@ -192,6 +194,7 @@ def teardown(
         dry_run: remove nothing, report what would be removed.
         region, boto3_session, boto_config, sagemaker_client, autoscaling_client, s3_client: how to reach
             AWS; a given client wins over the session.
+        sagemaker_session: a ``sagemaker.Session`` instead of ``boto3_session`` (its ``boto_session``).
 
     Raises:
         TeardownError: some pieces could not be removed (``exc.report`` has the details; everything else
@@ -204,6 +207,7 @@ def teardown(
         print(report)  # my-mme: deleted endpoint my-mme, endpoint-config my-mme-c1a2b3c4d, ...
     """
     check_name("endpoint name", endpoint_name)
+    boto3_session = boto3_session_of(boto3_session, sagemaker_session)
     clients = _clients(boto3_session, boto_config, sagemaker_client, autoscaling_client, s3_client, region)
     report = TeardownReport(endpoint_name, dry_run=dry_run)
     try:
@@ -334,6 +338,7 @@ def sweep(
     delete_artifacts: bool = False,
     region: str | None = None,
     boto3_session: boto3.Session | None = None,
+    sagemaker_session: Any = None,
     boto_config: Config | None = None,
     sagemaker_client: SageMakerClient | None = None,
     autoscaling_client: ApplicationAutoScalingClient | None = None,
@@ -354,6 +359,8 @@ def sweep(
         orphans: also remove orphaned configs and models.
         orphan_min_age: the least age of an orphan before it is removed.
         delete_artifacts: passed to :func:`teardown` for each endpoint.
+        region, boto3_session, sagemaker_session, boto_config, sagemaker_client, autoscaling_client,
+            s3_client: as for :func:`teardown`.
 
     Returns:
         One :class:`TeardownReport` per endpoint, then one per endpoint name that orphans were tagged for.
@@ -368,6 +375,7 @@ def sweep(
     """
     if older_than is not None and older_than < timedelta(0):
         raise ValueError("older_than must not be negative")
+    boto3_session = boto3_session_of(boto3_session, sagemaker_session)
     clients = _clients(boto3_session, boto_config, sagemaker_client, autoscaling_client, s3_client, region)
     sagemaker = clients.sagemaker
     now = datetime.now(timezone.utc)
