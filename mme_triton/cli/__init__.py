@@ -55,7 +55,7 @@ def parser() -> argparse.ArgumentParser:
 def _configure_logging(args: argparse.Namespace) -> None:
     verbose = getattr(args, "verbose", 0)
     level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", force=True)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     if not getattr(args, "quiet", False):
         # What the SageMaker SDK chose for an omitted --role or S3_PREFIX is always said.
         logging.getLogger("mme_triton._sdk").setLevel(min(level, logging.INFO))

@@ -87,7 +87,8 @@ def _invoke(args: argparse.Namespace) -> int:
     from mme_triton.client.client import MMEClient
 
     inputs = load_inputs(args.input, args.inputs)
-    client = MMEClient(args.endpoint_name, boto3_session=aws_session(args))
+    limits = {args.target_model: args.max_batch_size} if args.max_batch_size is not None else None
+    client = MMEClient(args.endpoint_name, boto3_session=aws_session(args), max_batch_size=limits)
     outputs = client.infer(
         args.target_model,
         inputs,
@@ -119,7 +120,8 @@ def register(sub: SubParsers) -> None:
         examples=[
             "mme-triton invoke my-endpoint linear.tar.gz --input INPUT0=x.npy",
             "mme-triton invoke my-endpoint linear.tar.gz --inputs request.json --json-data",
-            "mme-triton invoke my-endpoint linear.tar.gz --inputs batch.npz --split-batches --save out.npz",
+            "mme-triton invoke my-endpoint linear.tar.gz --inputs batch.npz --save out.npz \\",
+            "    --split-batches --max-batch-size 8",
         ],
         handler=_invoke,
         aws=True,
@@ -145,5 +147,11 @@ def register(sub: SubParsers) -> None:
     )
     p.add_argument("--binary-outputs", action="store_true", help="ask for the outputs in binary either way")
     p.add_argument("--split-batches", action="store_true", help="split a request over 6 MiB along dim 0")
+    p.add_argument(
+        "--max-batch-size",
+        type=int,
+        default=None,
+        help="with --split-batches, at most this many rows a request",
+    )
     p.add_argument("--custom-attributes", help="InvokeEndpoint's CustomAttributes header")
     p.add_argument("--save", type=Path, metavar="FILE.npz", help="save the outputs to a .npz file")

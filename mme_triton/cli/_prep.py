@@ -329,12 +329,24 @@ def register(sub: SubParsers) -> None:
         ],
     )
     kinds = export.add_subparsers(dest="kind", required=True, metavar="KIND")
-    for kind, summary in (
-        ("torchscript", "trace (or script) a torch.nn.Module to model.pt (export_torchscript)"),
-        ("onnx", "a torch.nn.Module to model.onnx (export_pytorch)"),
-        ("transformers", "a Hugging Face encoder to model.onnx with its tokenizer (export_transformers)"),
+    for kind, summary, example in (
+        (
+            "torchscript",
+            "trace (or script) a torch.nn.Module to model.pt (export_torchscript)",
+            "mme-triton export torchscript mypackage.models:Net repo/net --example-input 1x4:float32",
+        ),
+        (
+            "onnx",
+            "a torch.nn.Module to model.onnx (export_pytorch)",
+            "mme-triton export onnx models.py:make_model repo/net --example-input 2x4:float32 --opset 17",
+        ),
+        (
+            "transformers",
+            "a Hugging Face encoder to model.onnx with its tokenizer (export_transformers)",
+            "mme-triton export transformers ./bert-saved repo/bert --max-batch-size 8 --sequence-length 128",
+        ),
     ):
-        p = add_command(kinds, kind, help=summary, examples=[], handler=_export)
+        p = add_command(kinds, kind, help=summary, examples=[example], handler=_export)
         source_help = (
             "a saved model directory (save_pretrained) or MODULE:ATTRIBUTE"
             if kind == "transformers"

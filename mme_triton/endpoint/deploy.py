@@ -143,7 +143,7 @@ def deploy_mme(
         model_data_url: ``s3://bucket/prefix/``; every ``<name>.tar.gz`` directly under it is a TargetModel.
         models: model directories or :class:`~mme_triton.artifact.package.Artifact` objects to upload
             under the prefix first (skipped when the same content is already there).
-        role: the execution role ARN. Omitted (``model_data_url`` too): the SageMaker SDK's (docs/sdk.md).
+        role: the execution role ARN. Omitted (``model_data_url`` too): derived by the SageMaker SDK.
         instance_type: a CPU type or a single-GPU type (``ml.g5.xlarge``); multi-GPU types are refused.
         instance_count: initial instance count.
         region: defaults to the session's or client's region.

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 import tarfile
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 from mme_triton.cli import main
 from mme_triton.cli._common import duration
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "model_repository"
 FIXTURES = ROOT / "tests" / "model" / "fixtures"
 
@@ -135,25 +134,6 @@ def test_cli_bad_duration_is_a_usage_error(
 
 
 # ------------------------------------------------------------------------------------ against moto's server
-@pytest.fixture
-def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """The control plane, reached the way another process reaches it: through AWS_* variables."""
-    from mme_triton.local.controlplane import ControlPlane
-
-    with ControlPlane() as plane:
-        credentials = plane.boto3_session().get_credentials()
-        assert credentials is not None
-        frozen = credentials.get_frozen_credentials()
-        monkeypatch.setenv("AWS_ENDPOINT_URL", plane.url)
-        monkeypatch.setenv("AWS_ACCESS_KEY_ID", frozen.access_key)
-        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", frozen.secret_key)
-        if frozen.token:
-            monkeypatch.setenv("AWS_SESSION_TOKEN", frozen.token)
-        monkeypatch.setenv("AWS_DEFAULT_REGION", plane.region)
-        plane.client("s3").create_bucket(Bucket=f"cli-{plane.account_id}")
-        yield f"s3://cli-{plane.account_id}/models/"
-
-
 def test_cli_upload_list_remove_round_trip(
     aws_env: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -184,6 +164,7 @@ def test_cli_upload_list_remove_round_trip(
 def test_cli_deploy_and_teardown(aws_env: str, capsys: pytest.CaptureFixture[str]) -> None:
     role = "arn:aws:iam::123456789012:role/SageMakerRole"
     args = ["deploy", "cli-endpoint", aws_env, "--role", role, "--instance-type", "ml.c5.xlarge"]
+    args += ["--poll-interval", "0.1s"]
     assert main([*args, "--model", str(EXAMPLES / "linear"), "--env", "SAGEMAKER_TRITON_LOG_VERBOSE=1"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("cli-endpoint  InService  arn:aws:sagemaker:")

@@ -1,0 +1,147 @@
+"""``deploy``, ``status``, ``models``, ``teardown`` and ``sweep`` through ``main(argv)``, on the embedded
+stack's control plane reached through ``AWS_*`` variables (moto; no Triton needed)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import mme_triton.endpoint
+from mme_triton.cli import main
+
+pytestmark = pytest.mark.moto
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "model_repository"
+ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
+FAST = ["--poll-interval", "0.1s", "-q"]
+
+
+def _deploy(name: str, url: str, *extra: str) -> list[str]:
+    return ["deploy", name, url, "--role", ROLE, "--instance-type", "ml.m5.xlarge", *FAST, *extra]
+
+
+def _json(capsys: pytest.CaptureFixture[str]) -> Any:
+    return json.loads(capsys.readouterr().out)
+
+
+def test_cli_deploy_json_status_and_teardown(aws_env: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*_deploy("cli-mme", aws_env, "--model", str(EXAMPLES / "linear")), "--json"]) == 0
+    endpoint = _json(capsys)
+    assert (endpoint["name"], endpoint["status"], endpoint["model_data_url"]) == (
+        "cli-mme",
+        "InService",
+        aws_env,
+    )
+
+    assert main(["status", "cli-mme"]) == 0
+    text = capsys.readouterr().out
+    assert "cli-mme: InService" in text and "ml.m5.xlarge x 1/1" in text and "linear.tar.gz" in text
+    assert main(["status", "cli-mme", "--json"]) == 0
+    status = _json(capsys)
+    assert status["models"] == ["linear.tar.gz"]
+    assert status["variants"][0]["instance_type"] == "ml.m5.xlarge"
+
+    assert main(["teardown", "cli-mme", "--dry-run", "--json"]) == 0
+    planned = _json(capsys)
+    assert planned["dry_run"] is True and ["endpoint", "cli-mme"] in planned["deleted"]
+    assert main(["status", "cli-mme", "--no-models"]) == 0  # the dry run deleted nothing
+    capsys.readouterr()
+
+    assert main(["teardown", "cli-mme", "--json"]) == 0
+    assert ["endpoint", "cli-mme"] in _json(capsys)["deleted"]
+    assert main(["status", "cli-mme"]) == 4
+    assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_cli_deploy_autoscaling_shows_in_status(aws_env: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(_deploy("scaled-mme", aws_env, "--autoscaling", "1:3:150")) == 0
+    capsys.readouterr()
+    assert main(["status", "scaled-mme"]) == 0
+    assert "1-3 instances, target 150 invocations/instance/min" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("1:3", "--autoscaling takes MIN:MAX:TARGET"), ("3:1:100", "max_capacity (1) must be >= min_capacity")],
+    ids=["short", "inverted"],
+)
+def test_cli_deploy_bad_autoscaling_is_a_usage_error(
+    aws_env: str, capsys: pytest.CaptureFixture[str], value: str, message: str
+) -> None:
+    assert main(_deploy("bad-mme", aws_env, "--autoscaling", value)) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_models_list_add_remove_on_a_live_endpoint(
+    aws_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(_deploy("models-mme", aws_env)) == 0
+    capsys.readouterr()
+    assert main(["models", "list", "models-mme"]) == 0
+    assert capsys.readouterr().out.strip() == ""
+
+    assert main(["models", "add", "models-mme", "-q", str(EXAMPLES / "scale"), str(EXAMPLES / "linear")]) == 0
+    assert "scale.tar.gz  uploaded" in capsys.readouterr().out
+    assert main(["models", "list", "models-mme", "--json"]) == 0
+    assert _json(capsys) == {"model_data_url": aws_env, "models": ["linear.tar.gz", "scale.tar.gz"]}
+
+    assert main(["models", "remove", "models-mme", "scale.tar.gz"]) == 0
+    assert "removed scale.tar.gz" in capsys.readouterr().out
+    assert main(["models", "list", "models-mme"]) == 0
+    assert capsys.readouterr().out.split() == ["linear.tar.gz"]
+
+
+def test_cli_models_of_missing_endpoint_is_not_found(
+    aws_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["models", "list", "no-such-endpoint"]) == 4
+    assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_cli_sweep_dry_run_json_lists_what_would_go(aws_env: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(_deploy("swept-mme", aws_env)) == 0
+    capsys.readouterr()
+    assert main(["sweep", "--dry-run", "--json"]) == 0
+    reports = _json(capsys)
+    assert [r["endpoint_name"] for r in reports] == ["swept-mme"]
+    assert all(r["dry_run"] for r in reports)
+    assert main(["sweep", "--older-than", "1d"]) == 0  # nothing that old
+    assert capsys.readouterr().out.strip() == "nothing to sweep"
+    assert main(["sweep"]) == 0
+    assert "swept-mme: deleted endpoint swept-mme" in capsys.readouterr().out
+
+
+def test_cli_deploy_without_role_or_sdk_says_to_pass_role(
+    aws_env: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in [m for m in sys.modules if m == "sagemaker" or m.startswith("sagemaker.")]:
+        monkeypatch.delitem(sys.modules, name)
+    for name in ("sagemaker", "sagemaker.core.helper.session_helper", "sagemaker.session"):
+        monkeypatch.setitem(sys.modules, name, None)
+    assert main(["deploy", "no-role", aws_env, "--instance-type", "ml.m5.xlarge"]) == 2
+    err = capsys.readouterr().err
+    assert "role is required: pass --role 'arn:aws:iam::<account>:role/<name>'" in err
+    assert main(["deploy", "no-prefix", "--role", ROLE, "--instance-type", "ml.m5.xlarge"]) == 2
+    assert "S3_PREFIX is required: pass S3_PREFIX 's3://<bucket>/<prefix>/'" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(
+    not hasattr(mme_triton.endpoint, "plan_deployment"),
+    reason="mme_triton.endpoint.plan_deployment (the dry-run plan) is not in this version of the library",
+)
+def test_cli_deploy_dry_run_prints_the_plan_and_creates_nothing(
+    aws_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import boto3
+
+    assert main(_deploy("planned-mme", aws_env, "--model", str(EXAMPLES / "linear"), "--dry-run")) == 0
+    assert "planned-mme" in capsys.readouterr().out
+    assert main(_deploy("planned-mme", aws_env, "--dry-run", "--json")) == 0
+    assert isinstance(_json(capsys), dict)
+    assert boto3.client("sagemaker").list_endpoints()["Endpoints"] == []
+    assert main(["list", aws_env]) == 0
+    assert capsys.readouterr().out.strip() == ""  # nothing uploaded either
