@@ -178,8 +178,10 @@ def endpoint_status(
     Parameters:
         endpoint_name: the endpoint.
         list_artifacts: also list the TargetModels under its prefix (one S3 ListObjectsV2 call).
-        region, boto3_session, sagemaker_session, boto_config, sagemaker_client, autoscaling_client,
-            s3_client: how to reach AWS (a ``sagemaker.Session``'s ``boto_session``); a given client wins.
+        region, boto3_session, sagemaker_session: the region and session (a ``sagemaker.Session``'s
+            ``boto_session``) the clients are made from.
+        boto_config, sagemaker_client, autoscaling_client, s3_client: a botocore ``Config``, and ready
+            clients that win over the session.
 
     Raises:
         EndpointNotFoundError: the endpoint does not exist.

@@ -359,8 +359,8 @@ def sweep(
         orphans: also remove orphaned configs and models.
         orphan_min_age: the least age of an orphan before it is removed.
         delete_artifacts: passed to :func:`teardown` for each endpoint.
-        region, boto3_session, sagemaker_session, boto_config, sagemaker_client, autoscaling_client,
-            s3_client: as for :func:`teardown`.
+        region, boto3_session, sagemaker_session: how to reach AWS, as for :func:`teardown`.
+        boto_config, sagemaker_client, autoscaling_client, s3_client: likewise.
 
     Returns:
         One :class:`TeardownReport` per endpoint, then one per endpoint name that orphans were tagged for.
