@@ -145,3 +145,38 @@ def test_cli_deploy_dry_run_prints_the_plan_and_creates_nothing(
     assert boto3.client("sagemaker").list_endpoints()["Endpoints"] == []
     assert main(["list", aws_env]) == 0
     assert capsys.readouterr().out.strip() == ""  # nothing uploaded either
+
+
+def test_cli_endpoint_url_flag_reaches_the_stack(
+    aws_env: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    url = os.environ["AWS_ENDPOINT_URL"]
+    monkeypatch.delenv("AWS_ENDPOINT_URL")
+    assert main(["upload", "-q", aws_env, str(EXAMPLES / "scale"), "--endpoint-url", url]) == 0
+    capsys.readouterr()
+    assert main(["list", aws_env, "--endpoint-url", url, "--json"]) == 0
+    assert _json(capsys)["models"] == ["scale.tar.gz"]
+
+
+def test_cli_profile_and_region_flags_are_used(
+    aws_env: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import os
+
+    credentials = tmp_path / "credentials"
+    credentials.write_text(
+        "[stack]\n"
+        f"aws_access_key_id = {os.environ['AWS_ACCESS_KEY_ID']}\n"
+        f"aws_secret_access_key = {os.environ['AWS_SECRET_ACCESS_KEY']}\n"
+        f"aws_session_token = {os.environ.get('AWS_SESSION_TOKEN', '')}\n"
+    )
+    region = os.environ["AWS_DEFAULT_REGION"]
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(credentials))
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["teardown", "nothing-here"]) == 3  # neither region nor credentials without the flags
+    assert "no AWS region" in capsys.readouterr().err
+    assert main(["teardown", "nothing-here", "--profile", "stack", "--region", region]) == 0
+    assert "nothing-here: deleted nothing" in capsys.readouterr().out
