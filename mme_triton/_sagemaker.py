@@ -325,10 +325,13 @@ def make_client(
     Every AWS-facing entry point of the library takes the same trio: ``boto3_session=``,
     ``boto_config=`` and a ready client that wins over both. ``boto_config`` is merged over the stage's
     ``default_config`` (its settings win; those it leaves unset keep the stage's defaults), the same way
-    in every stage.
+    in every stage. A ``sagemaker.Session`` passed as ``boto3_session`` stands for its ``boto_session``.
     """
     if client is not None:
         return client
+    from mme_triton._sdk import boto3_session_of
+
+    boto3_session = boto3_session_of(boto3_session, None)  # a sagemaker.Session passed as a boto3 one
     if boto3_session is None:
         import boto3
 

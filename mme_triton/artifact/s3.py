@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from mme_triton._sagemaker import check_target_model, error_code, make_client, parse_s3_url
+from mme_triton._sdk import boto3_session_of
 from mme_triton.artifact._gzip import isal_level
 from mme_triton.artifact.package import DEFAULT_COMPRESSLEVEL, SUFFIX, Artifact, _package, check_artifact_name
 from mme_triton.errors import ArtifactConflictError, ArtifactError, ModelValidationError
@@ -85,6 +86,7 @@ def upload_models(
     model_data_url: str,
     *,
     boto3_session: boto3.session.Session | None = None,
+    sagemaker_session: Any = None,
     s3_client: S3Client | None = None,
     boto_config: Config | None = None,
     overwrite: bool = False,
@@ -104,6 +106,7 @@ def upload_models(
             all validated before anything is uploaded, then packaged and uploaded one at a time.
         model_data_url: the prefix, ``s3://bucket/prefix/`` (the endpoint's ModelDataUrl).
         boto3_session, boto_config, s3_client: how to reach S3; a given ``s3_client`` wins over both.
+        sagemaker_session: a ``sagemaker.Session`` instead of ``boto3_session`` (its ``boto_session``).
         overwrite: replace an object whose content differs. A live endpoint may go on serving the old
             model from its cache under that name: prefer ``versioned=True``.
         versioned: package directories as ``<directory>-<12 hex of the content digest>.tar.gz``.
@@ -145,7 +148,7 @@ def upload_models(
 
     from boto3.s3.transfer import TransferConfig
 
-    client = _client(boto3_session, s3_client, boto_config)
+    client = _client(boto3_session_of(boto3_session, sagemaker_session), s3_client, boto_config)
     transfer_config = TransferConfig(
         multipart_threshold=multipart_threshold,
         multipart_chunksize=multipart_chunksize,
@@ -186,6 +189,7 @@ def list_models(
     model_data_url: str,
     *,
     boto3_session: boto3.session.Session | None = None,
+    sagemaker_session: Any = None,
     s3_client: S3Client | None = None,
     boto_config: Config | None = None,
 ) -> list[str]:
@@ -202,7 +206,7 @@ def list_models(
         ['pipeline.tar.gz', 'resnet.tar.gz']
     """
     bucket, prefix = parse_s3_url(model_data_url)
-    client = _client(boto3_session, s3_client, boto_config)
+    client = _client(boto3_session_of(boto3_session, sagemaker_session), s3_client, boto_config)
     names: list[str] = []
     try:
         for page in client.get_paginator("list_objects_v2").paginate(
@@ -222,6 +226,7 @@ def remove_model(
     name: str,
     *,
     boto3_session: boto3.session.Session | None = None,
+    sagemaker_session: Any = None,
     s3_client: S3Client | None = None,
     boto_config: Config | None = None,
 ) -> bool:
@@ -243,7 +248,7 @@ def remove_model(
         raise ValueError(
             f"model name {name!r} must be '<name>{SUFFIX}', one object directly under the prefix (no '/')"
         )
-    client = _client(boto3_session, s3_client, boto_config)
+    client = _client(boto3_session_of(boto3_session, sagemaker_session), s3_client, boto_config)
     key = prefix + name
     url = f"s3://{bucket}/{key}"
     if _head(client, bucket, key) is None:

@@ -23,6 +23,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from mme_triton._sagemaker import MAX_PAYLOAD_BYTES, check_target_model, make_client, parse_s3_url
+from mme_triton._sdk import boto3_session_of
 from mme_triton.client._errors_map import ErrorContext, is_not_ready, map_invoke_error
 from mme_triton.client._request import Inputs, Outputs, Request, input_arrays, input_rows
 from mme_triton.client._split import batch_rows, chunk_bounds, join_outputs
@@ -71,6 +72,7 @@ class MMEClient:
     Parameters:
         endpoint_name: the SageMaker endpoint.
         boto3_session: session to create the boto3 clients from (default: ``boto3.Session()``).
+        sagemaker_session: a ``sagemaker.Session`` instead of ``boto3_session`` (its ``boto_session``).
         boto_config: botocore ``Config`` merged over the client's defaults (connect timeout 10 s, read
             timeout 70 s, standard retry mode with 3 attempts, a connection pool of at least
             ``max_concurrency``).
@@ -104,6 +106,7 @@ class MMEClient:
         endpoint_name: str,
         *,
         boto3_session: boto3.Session | None = None,
+        sagemaker_session: Any = None,
         boto_config: Config | None = None,
         runtime_client: SageMakerRuntimeClient | None = None,
         sagemaker_client: SageMakerClient | None = None,
@@ -118,6 +121,7 @@ class MMEClient:
     ) -> None:
         if not isinstance(endpoint_name, str) or not endpoint_name:
             raise ValueError(f"endpoint_name must be a non-empty string, got {endpoint_name!r}")
+        boto3_session = boto3_session_of(boto3_session, sagemaker_session)
         if max_retries_not_ready < 0:
             raise ValueError(f"max_retries_not_ready must be >= 0, got {max_retries_not_ready}")
         if not_ready_backoff < 0:

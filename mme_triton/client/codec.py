@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -34,6 +34,12 @@ from mme_triton.client._tensors import (
     decode_json_data,
     encode_tensor,
     write_tensor,
+)
+from mme_triton.client._tritonclient import (
+    is_tritonclient_input,
+    is_tritonclient_output,
+    tritonclient_output,
+    tritonclient_tensor,
 )
 from mme_triton.client.datatypes import NUMPY_DTYPE, triton_datatype
 from mme_triton.errors import CodecError
@@ -195,8 +201,8 @@ class InferResponse:
 def _input_tensors(inputs: Mapping[str, Any] | Sequence[InferInput], binary: bool) -> list[EncodedTensor]:
     tensors: list[EncodedTensor] = []
     seen: set[str] = set()
+    items: list[tuple[str, np.ndarray[Any, Any], str, bool] | EncodedTensor] = []
     if isinstance(inputs, Mapping):
-        items: list[tuple[str, np.ndarray[Any, Any], str, bool]] = []
         for name, value in inputs.items():
             if not isinstance(name, str):
                 raise TypeError(f"input names must be str, got {name!r}")
@@ -209,17 +215,24 @@ def _input_tensors(inputs: Mapping[str, Any] | Sequence[InferInput], binary: boo
                 "inputs must be a mapping of name to array or a sequence of InferInput, "
                 f"got {type(candidate).__name__}"
             )
-        items = []
         for item in candidate:
-            if not isinstance(item, InferInput):
+            if isinstance(item, InferInput):
+                items.append((item.name(), item.data(), item.datatype(), not item.binary_data()))
+            elif is_tritonclient_input(item):
+                items.append(tritonclient_tensor(item))  # its wire bytes as they are
+            else:
                 kind = f"{type(item).__module__}.{type(item).__qualname__}"
-                raise TypeError(f"inputs must be mme_triton.InferInput objects, got {kind}")
-            items.append((item.name(), item.data(), item.datatype(), not item.binary_data()))
-    for name, array, datatype, want_json in items:
-        if name in seen:
-            raise ValueError(f"input {name!r} is given twice")
-        seen.add(name)
-        tensors.append(encode_tensor(name, array, datatype, want_json=want_json))
+                raise TypeError(f"inputs must be tritonclient or mme_triton.InferInput objects, got {kind}")
+    for item in items:
+        if isinstance(item, EncodedTensor):
+            tensor = item
+        else:
+            name, array, datatype, want_json = item
+            tensor = encode_tensor(name, array, datatype, want_json=want_json)
+        if tensor.name in seen:
+            raise ValueError(f"input {tensor.name!r} is given twice")
+        seen.add(tensor.name)
+        tensors.append(tensor)
     return tensors
 
 
@@ -268,13 +281,18 @@ def _requested_outputs(
         raise TypeError("outputs must be a sequence of names or InferRequestedOutput, not a str")
     requested: list[dict[str, Any]] = []
     seen: set[str] = set()
-    for output in outputs:
+    for output in cast("Sequence[object]", outputs):
         if isinstance(output, InferRequestedOutput):
             name, use_binary, class_count = output.name(), output.binary_data(), output.class_count()
             if isinstance(binary_outputs, bool):
                 use_binary = binary_outputs
         elif isinstance(output, str):
             name, use_binary, class_count = output, default_binary, 0
+        elif is_tritonclient_output(output):
+            name, own_binary, class_count = tritonclient_output(output)
+            use_binary = default_binary if own_binary is None else own_binary
+            if isinstance(binary_outputs, bool):
+                use_binary = binary_outputs
         else:
             raise TypeError(f"outputs must be names or InferRequestedOutput, got {type(output).__name__}")
         if name in seen:
@@ -333,10 +351,11 @@ def encode_request(
     Args:
         inputs: ``{name: array}`` (each array's dtype gives the datatype: ``float32`` is FP32, ``bool``
             is BOOL, ``object``/``S``/``U`` arrays are BYTES, ``ml_dtypes.bfloat16`` is BF16; lists go
-            through ``numpy.asarray``), or a sequence of :class:`InferInput`. Shapes are sent exactly as
-            they are.
-        outputs: ``None`` for every output of the model, or the names (or
-            :class:`InferRequestedOutput`) of the outputs to return.
+            through ``numpy.asarray``), or a sequence of :class:`InferInput` (or of tritonclient's own
+            ``tritonclient.http.InferInput`` / ``tritonclient.grpc.InferInput``, whose wire bytes are sent
+            as they are). Shapes are sent exactly as they are.
+        outputs: ``None`` for every output of the model, or the names (or :class:`InferRequestedOutput`,
+            tritonclient's included) of the outputs to return.
         binary: send the inputs in the binary section (default) or as JSON ``data``, and ask for the
             outputs the same way. ``InferInput`` / ``InferRequestedOutput`` objects keep their own
             ``binary_data`` setting. Tensors JSON cannot carry (FP16, BF16, BYTES that are not UTF-8)

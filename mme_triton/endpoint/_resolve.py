@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mme_triton._sagemaker import make_client, parse_s3_url
+from mme_triton._sdk import deploy_defaults
 from mme_triton.endpoint._inputs import (
     check_kms_key,
     check_role,
@@ -49,9 +50,9 @@ class DeployArguments:
     """``deploy_mme``'s arguments about what to deploy (not how to wait), as the caller gave them."""
 
     endpoint_name: str
-    model_data_url: str
+    model_data_url: str | None
     models: Any
-    role: str
+    role: str | None
     instance_type: str
     instance_count: int
     region: str | None
@@ -70,6 +71,7 @@ class DeployArguments:
     boto_config: Config | None = None
     sagemaker_client: SageMakerClient | None = None
     autoscaling_client: ApplicationAutoScalingClient | None = None
+    sagemaker_session: Any = None
 
 
 @dataclass
@@ -84,6 +86,8 @@ class Resolved:
     model_items: list[str | os.PathLike[str] | Artifact]
     scaling_client: Callable[[], ApplicationAutoScalingClient]
     warnings: list[str] = field(default_factory=list)
+    boto3_session: boto3.Session | None = None
+    """The session clients are made from (a ``sagemaker.Session``'s, when one was given)."""
 
 
 def resolve(args: DeployArguments) -> Resolved:
@@ -94,9 +98,17 @@ def resolve(args: DeployArguments) -> Resolved:
     """
     check_name("endpoint name", args.endpoint_name)
     check_name("variant name", args.variant_name)
-    bucket, prefix = parse_s3_url(args.model_data_url)
+    # A missing role or prefix comes from the SageMaker SDK, as its own estimators derive them.
+    session, given_url, role = deploy_defaults(
+        args.endpoint_name,
+        args.model_data_url,
+        args.role,
+        boto3_session=args.boto3_session,
+        sagemaker_session=args.sagemaker_session,
+    )
+    bucket, prefix = parse_s3_url(given_url)
     model_data_url = f"s3://{bucket}/{prefix}"
-    check_role(args.role)
+    check_role(role)
     instance = check_instance_type(args.instance_type)
     count = args.instance_count
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
@@ -127,7 +139,7 @@ def resolve(args: DeployArguments) -> Resolved:
     sagemaker: SageMakerClient = make_client(
         "sagemaker",
         client=args.sagemaker_client,
-        boto3_session=args.boto3_session,
+        boto3_session=session,
         boto_config=args.boto_config,
         default_config=control_plane_config(),
         region=args.region,
@@ -140,7 +152,7 @@ def resolve(args: DeployArguments) -> Resolved:
     plan = build_plan(
         args.endpoint_name,
         model_data_url,
-        role=args.role,
+        role=role,
         image_uri=image_uri,
         instance_type=args.instance_type,
         instance_count=count,
@@ -163,7 +175,7 @@ def resolve(args: DeployArguments) -> Resolved:
                 make_client(
                     "application-autoscaling",
                     client=args.autoscaling_client,
-                    boto3_session=args.boto3_session,
+                    boto3_session=session,
                     boto_config=args.boto_config,
                     default_config=control_plane_config(),
                     region=region,
@@ -184,6 +196,7 @@ def resolve(args: DeployArguments) -> Resolved:
             *gpu_warnings(args.instance_type, version, ami),
             *environment_warnings(env),
         ],
+        boto3_session=session,
     )
 
 

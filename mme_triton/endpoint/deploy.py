@@ -44,10 +44,10 @@ logger = logging.getLogger(__name__)
 
 def deploy_mme(
     endpoint_name: str,
-    model_data_url: str,
+    model_data_url: str | None = None,
     *,
     models: str | os.PathLike[str] | Artifact | Iterable[str | os.PathLike[str] | Artifact] = (),
-    role: str,
+    role: str | None = None,
     instance_type: str,
     instance_count: int = 1,
     region: str | None = None,
@@ -68,6 +68,7 @@ def deploy_mme(
     progress: DeployProgress | None = None,
     overwrite: bool = False,
     boto3_session: boto3.Session | None = None,
+    sagemaker_session: Any = None,
     boto_config: Config | None = None,
     sagemaker_client: SageMakerClient | None = None,
     autoscaling_client: ApplicationAutoScalingClient | None = None,
@@ -78,9 +79,12 @@ def deploy_mme(
     Parameters:
         endpoint_name: 1-63 letters, digits and hyphens.
         model_data_url: ``s3://bucket/prefix/``; every ``<name>.tar.gz`` directly under it is a TargetModel.
+            Omitted: ``s3://<the SageMaker session's default bucket>/mme-triton/<endpoint>/``
+            (docs/sagemaker-sdk.md).
         models: model directories or :class:`~mme_triton.artifact.package.Artifact` objects to upload
             under the prefix first (skipped when the same content is already there).
-        role: the execution role ARN SageMaker assumes (reads the prefix, pulls the image).
+        role: the execution role ARN SageMaker assumes (reads the prefix, pulls the image). Omitted: the
+            SageMaker SDK's ``get_execution_role()`` (the notebook's role; docs/sagemaker-sdk.md).
         instance_type: a CPU type or a single-GPU type (``ml.g5.xlarge``); multi-GPU types are refused, GPU
             types SageMaker's multi-model documentation does not list get a warning.
         instance_count: initial instance count.
@@ -109,8 +113,8 @@ def deploy_mme(
         poll_interval: the longest pause between two status polls (the first ones come sooner).
         progress: ``progress(stage, detail)`` hook (see :data:`DeployProgress`).
         overwrite: passed to ``upload_models`` (replace artifacts whose content differs).
-        boto3_session, boto_config, sagemaker_client, autoscaling_client, s3_client: how to reach AWS; a
-            given client wins over the session.
+        boto3_session, sagemaker_session, boto_config, sagemaker_client, autoscaling_client, s3_client: how
+            to reach AWS (a ``sagemaker.Session``'s ``boto_session``); a given client wins over the session.
 
     Returns:
         An :class:`Endpoint` handle.
@@ -169,8 +173,10 @@ def deploy_mme(
             boto_config=boto_config,
             sagemaker_client=sagemaker_client,
             autoscaling_client=autoscaling_client,
+            sagemaker_session=sagemaker_session,
         )
     )
+    boto3_session = resolved.boto3_session
     emit_warnings(resolved.warnings, stacklevel=2)
     plan = resolved.plan
 

@@ -149,10 +149,10 @@ class DeploymentPlan:
 
 def plan_deployment(
     endpoint_name: str,
-    model_data_url: str,
+    model_data_url: str | None = None,
     *,
     models: str | os.PathLike[str] | Artifact | Iterable[str | os.PathLike[str] | Artifact] = (),
-    role: str,
+    role: str | None = None,
     instance_type: str,
     instance_count: int = 1,
     region: str | None = None,
@@ -169,6 +169,7 @@ def plan_deployment(
     autoscaling: AutoScaling | None = None,
     overwrite: bool = False,
     boto3_session: boto3.Session | None = None,
+    sagemaker_session: Any = None,
     boto_config: Config | None = None,
     sagemaker_client: SageMakerClient | None = None,
     autoscaling_client: ApplicationAutoScalingClient | None = None,
@@ -221,12 +222,13 @@ def plan_deployment(
             boto_config=boto_config,
             sagemaker_client=sagemaker_client,
             autoscaling_client=autoscaling_client,
+            sagemaker_session=sagemaker_session,
         )
     )
     emit_warnings(resolved.warnings, stacklevel=2)
     deadline = Deadline(PLAN_TIMEOUT)
     plan = _empty_plan(resolved)
-    s3 = make_client("s3", client=s3_client, boto3_session=boto3_session, boto_config=boto_config)
+    s3 = make_client("s3", client=s3_client, boto3_session=resolved.boto3_session, boto_config=boto_config)
     for item in resolved.model_items:
         upload, problem = _planned_upload(s3, item, plan.model_data_url, overwrite, deadline)
         plan.uploads.append(upload)

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from mme_triton._sagemaker import error_code, is_not_found, make_client, model_data_url_of
+from mme_triton._sdk import boto3_session_of
 from mme_triton.endpoint._resources import (
     TAG_ENDPOINT,
     TAG_MANAGED,
@@ -146,6 +147,7 @@ def teardown(
     timeout: float = DEFAULT_TIMEOUT,
     region: str | None = None,
     boto3_session: boto3.Session | None = None,
+    sagemaker_session: Any = None,
     boto_config: Config | None = None,
     sagemaker_client: SageMakerClient | None = None,
     autoscaling_client: ApplicationAutoScalingClient | None = None,
@@ -166,6 +168,7 @@ def teardown(
         timeout: seconds, in all, that reads are retried while the control plane throttles or fails.
         region, boto3_session, boto_config, sagemaker_client, autoscaling_client, s3_client: how to reach
             AWS; a given client wins over the session.
+        sagemaker_session: a ``sagemaker.Session`` instead of ``boto3_session`` (its ``boto_session``).
 
     Raises:
         TeardownError: some pieces could not be removed (``exc.report`` has the details; everything else
@@ -180,6 +183,7 @@ def teardown(
     check_name("endpoint name", endpoint_name)
     if timeout <= 0:
         raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+    boto3_session = boto3_session_of(boto3_session, sagemaker_session)
     clients = _clients(boto3_session, boto_config, sagemaker_client, autoscaling_client, s3_client, region)
     report = TeardownReport(endpoint_name, dry_run=dry_run)
     try:
@@ -325,6 +329,7 @@ def sweep(
     timeout: float = DEFAULT_TIMEOUT,
     region: str | None = None,
     boto3_session: boto3.Session | None = None,
+    sagemaker_session: Any = None,
     boto_config: Config | None = None,
     sagemaker_client: SageMakerClient | None = None,
     autoscaling_client: ApplicationAutoScalingClient | None = None,
@@ -347,6 +352,8 @@ def sweep(
         delete_artifacts: passed to :func:`teardown` for each endpoint.
         timeout: seconds that reads are retried while the control plane throttles or fails: for the
             listing, for each endpoint's teardown and for the orphans, each.
+        region, boto3_session, sagemaker_session: how to reach AWS, as for :func:`teardown`.
+        boto_config, sagemaker_client, autoscaling_client, s3_client: likewise.
 
     Returns:
         One :class:`TeardownReport` per endpoint, then one per endpoint name that orphans were tagged for.
@@ -363,6 +370,7 @@ def sweep(
         raise ValueError("older_than must not be negative")
     if timeout <= 0:
         raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+    boto3_session = boto3_session_of(boto3_session, sagemaker_session)
     clients = _clients(boto3_session, boto_config, sagemaker_client, autoscaling_client, s3_client, region)
     sagemaker = clients.sagemaker
     now = datetime.now(timezone.utc)

@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 import shutil
 import tarfile
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
-from mme_triton.cli import _duration, main
+from mme_triton.cli import main
+from mme_triton.cli._common import duration
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "model_repository"
 FIXTURES = ROOT / "tests" / "model" / "fixtures"
 
@@ -57,7 +57,7 @@ def test_cli_validate_strict_fails_on_warnings(capsys: pytest.CaptureFixture[str
 def test_cli_validate_missing_path_is_one_error_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    assert main(["validate", str(tmp_path / "nope")]) == 1
+    assert main(["validate", str(tmp_path / "nope")]) == 4
     err = capsys.readouterr().err
     assert err.startswith("error: ")
     assert len(err.strip().splitlines()) == 1
@@ -99,58 +99,48 @@ def test_cli_package_name_with_several_models_is_refused(
         str(EXAMPLES / "linear"),
         str(EXAMPLES / "scale"),
     ]
-    assert main(args) == 1
+    assert main(args) == 2
     assert "--name applies to one model" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
+        ("45s", timedelta(seconds=45)),
         ("30m", timedelta(minutes=30)),
         ("12h", timedelta(hours=12)),
+        ("1.5h", timedelta(hours=1.5)),
         ("7d", timedelta(days=7)),
-        ("2", timedelta(hours=2)),
+        ("2w", timedelta(weeks=2)),
     ],
-    ids=["minutes", "hours", "days", "bare-hours"],
+    ids=["seconds", "minutes", "hours", "fraction", "days", "weeks"],
 )
 def test_cli_duration_parses_units(text: str, expected: timedelta) -> None:
-    assert _duration(text) == expected
+    assert duration(text) == expected
 
 
-def test_cli_unknown_duration_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("soon", "not a duration: 'soon'"), ("12", "'12' has no unit: write 12h for hours")],
+    ids=["word", "no-unit"],
+)
+def test_cli_bad_duration_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], text: str, message: str
+) -> None:
     with pytest.raises(SystemExit) as caught:
-        main(["sweep", "--older-than", "soon"])
+        main(["sweep", "--older-than", text])
     assert caught.value.code == 2
-    assert "not a duration" in capsys.readouterr().err
+    assert message in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------------ against moto's server
-@pytest.fixture
-def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """The control plane, reached the way another process reaches it: through AWS_* variables."""
-    from mme_triton.local.controlplane import ControlPlane
-
-    with ControlPlane() as plane:
-        credentials = plane.boto3_session().get_credentials()
-        assert credentials is not None
-        frozen = credentials.get_frozen_credentials()
-        monkeypatch.setenv("AWS_ENDPOINT_URL", plane.url)
-        monkeypatch.setenv("AWS_ACCESS_KEY_ID", frozen.access_key)
-        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", frozen.secret_key)
-        if frozen.token:
-            monkeypatch.setenv("AWS_SESSION_TOKEN", frozen.token)
-        monkeypatch.setenv("AWS_DEFAULT_REGION", plane.region)
-        plane.client("s3").create_bucket(Bucket=f"cli-{plane.account_id}")
-        yield f"s3://cli-{plane.account_id}/models/"
-
-
 def test_cli_upload_list_remove_round_trip(
     aws_env: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     model = tmp_path / "scale"
     shutil.copytree(EXAMPLES / "scale", model)
     assert main(["upload", "-q", aws_env, str(model)]) == 0
-    assert capsys.readouterr().out.strip() == f"{aws_env}scale.tar.gz"
+    assert capsys.readouterr().out.strip() == f"{aws_env}scale.tar.gz  uploaded"
 
     assert main(["list", aws_env]) == 0
     assert capsys.readouterr().out.split() == ["scale.tar.gz"]
@@ -160,7 +150,10 @@ def test_cli_upload_list_remove_round_trip(
     capsys.readouterr()
     (model / "1" / "model.py").write_text((model / "1" / "model.py").read_text() + "\n# changed\n")
     assert main(["upload", "-q", aws_env, str(model)]) == 1
-    assert "versioned" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    # the message names the command's flags, not the Python arguments
+    assert "with --versioned (content-hash names), or pass --overwrite to replace it" in err
+    assert "=True" not in err
 
     assert main(["remove", aws_env, "scale.tar.gz"]) == 0
     assert "removed scale.tar.gz" in capsys.readouterr().out
@@ -171,9 +164,11 @@ def test_cli_upload_list_remove_round_trip(
 def test_cli_deploy_and_teardown(aws_env: str, capsys: pytest.CaptureFixture[str]) -> None:
     role = "arn:aws:iam::123456789012:role/SageMakerRole"
     args = ["deploy", "cli-endpoint", aws_env, "--role", role, "--instance-type", "ml.c5.xlarge"]
+    args += ["--poll-interval", "0.1s"]
     assert main([*args, "--model", str(EXAMPLES / "linear"), "--env", "SAGEMAKER_TRITON_LOG_VERBOSE=1"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("cli-endpoint  InService  arn:aws:sagemaker:")
+    assert f"model data url: {aws_env}" in out
 
     assert main(["list", aws_env]) == 0
     assert capsys.readouterr().out.split() == ["linear.tar.gz"]
@@ -191,6 +186,6 @@ def test_cli_deploy_bad_environment_is_one_error_line(
 ) -> None:
     role = "arn:aws:iam::123456789012:role/SageMakerRole"
     args = ["deploy", "cli-bad", aws_env, "--role", role, "--instance-type", "ml.c5.xlarge"]
-    assert main([*args, "--env", "SAGEMAKER_TRITON_LOG_VERBOSTY=1"]) == 1
+    assert main([*args, "--env", "SAGEMAKER_TRITON_LOG_VERBOSTY=1"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "SAGEMAKER_TRITON_LOG_VERBOSE" in err
