@@ -32,7 +32,7 @@ __all__ = [
 INSTALL_HINT = "pip install 'mme-triton[local]'"
 
 #: The stack's own python-based backends, shipped in ``mme_triton/local/backends/<name>/model.py``.
-STACK_BACKENDS = ("onnxruntime",)
+STACK_BACKENDS = ("onnxruntime", "pytorch")
 _BACKENDS = Path(__file__).parent / "backends"
 
 
@@ -119,7 +119,7 @@ def python_info(executable: str | None) -> PythonInfo:
 
 def prepare_backends(directory: Path, installation: TritonInstallation, stub: Path) -> Path:
     """A writable ``backends/`` under ``directory``: the wheel's python backend with ``stub`` in it, and
-    the stack's python-based backends (``onnxruntime``) beside it. Returns its path."""
+    the stack's python-based backends (``onnxruntime``, ``pytorch``) beside it. Returns its path."""
     backends = directory / "backends"
     shutil.copytree(installation.backends, backends, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     shutil.copy2(stub, backends / "python" / "triton_python_backend_stub")
