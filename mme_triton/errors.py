@@ -24,6 +24,9 @@ this one).
         ├── ModelArchiveError       an archive the stack refuses to extract  (mme_triton.local.extract)
         ├── ModelDataNotFoundError  the artifact is not in S3  (mme_triton.local.endpoint_runtime)
         ├── GPUModelError           a model that cannot run on the CPU  (mme_triton.local.adapt)
+        ├── UnsupportedModelError   a backend or a name the stack cannot serve  (mme_triton.local.support)
+        ├── ContainerExitError      the serve script refuses the Environment  (mme_triton.local.serve)
+        ├── TritonStartError        tritonserver exited while starting  (mme_triton.local.triton)
         └── TritonRequestError      Triton refused a control request  (mme_triton.local.triton)
             └── TritonLoadError     Triton refused to load a model  (mme_triton.local.triton)
 

@@ -74,6 +74,18 @@ class ModelLRU:
             evicted.append(oldest)
         return evicted
 
+    def resize(self, name: str, size: int) -> bool:
+        """Set the size of ``name`` (measured again) without marking it used; ``False`` if not held.
+
+        Nothing is evicted here: the next :meth:`add` keeps the budget with the new sizes.
+        """
+        if size < 0:
+            raise ValueError("size must be >= 0")
+        if name not in self._sizes:
+            return False
+        self._sizes[name] = size
+        return True
+
     def remove(self, name: str) -> bool:
         """Forget ``name``; ``False`` when it was not held."""
         return self._sizes.pop(name, None) is not None
