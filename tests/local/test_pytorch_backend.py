@@ -790,3 +790,35 @@ def test_pytorch_backend_without_torch_says_how_to_install_it(
 
     assert "the embedded stack serves TorchScript models with PyTorch" in caught.value.message
     assert "pip install 'mme-triton[export]'" in caught.value.message
+
+
+@pytest.mark.moto
+def test_pytorch_backend_serves_beside_an_onnx_model_on_one_endpoint(
+    stack: Any, model_writers: dict[str, Any], expected_linear: Any, tmp_path: Path
+) -> None:
+    from mme_triton import MMEClient, deploy_mme, teardown
+
+    torchscript = write_model(tmp_path, Affine(), AFFINE_CONFIG, name="affine") / "affine"
+    onnx = model_writers["linear"](tmp_path)
+    session = stack.boto3_session()
+    deploy_mme(
+        "torch-and-onnx",
+        stack.model_data_url("torch-and-onnx/"),
+        models=[torchscript, onnx],
+        role=stack.role_arn,
+        instance_type="ml.m5.xlarge",
+        environment={"SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": "33554432"},
+        poll_interval=0.1,
+        boto3_session=session,
+    )
+    client = MMEClient("torch-and-onnx", boto3_session=session)
+    x = np.arange(8, dtype=np.float32).reshape(2, 4) / 8
+
+    try:
+        affine = client.infer("affine.tar.gz", {"INPUT__0": x[:, :3]})
+        linear = client.infer("linear.tar.gz", {"INPUT0": x})
+    finally:
+        teardown("torch-and-onnx", boto3_session=session)
+
+    np.testing.assert_allclose(affine["OUTPUT__0"], x[:, :3] * 2 + 1)
+    np.testing.assert_allclose(linear["OUTPUT0"], expected_linear(x), rtol=1e-6)
