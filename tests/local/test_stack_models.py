@@ -16,7 +16,14 @@ import numpy as np
 import pytest
 from botocore.exceptions import ClientError
 
-from mme_triton import InferenceError, MMEClient, deploy_mme, encode_request
+from mme_triton import (
+    InferenceError,
+    InvalidInputError,
+    MMEClient,
+    ModelLoadError,
+    deploy_mme,
+    encode_request,
+)
 from mme_triton.local import LocalStack
 
 pytestmark = [pytest.mark.triton, pytest.mark.moto]
@@ -205,3 +212,21 @@ def _archive_of_nothing() -> bytes:
     with tarfile.open(fileobj=buffer, mode="w:gz"):
         pass
     return buffer.getvalue()
+
+
+def test_client_raises_a_corrupt_artifact_as_model_load_error_with_tritons_reason(
+    users: dict[str, Any], repository: Path, tmp_path: Path
+) -> None:
+    broken = tmp_path / "linear"
+    (broken / "1").mkdir(parents=True)
+    (broken / "1" / "model.onnx").write_bytes(b"\x08\x07 truncated")
+    (broken / "config.pbtxt").write_text((repository / "linear" / "config.pbtxt").read_text())
+    _put(users, "corrupt.tar.gz", _archive(broken))
+
+    with pytest.raises(ModelLoadError) as caught:
+        MMEClient(ENDPOINT, boto3_session=users["session"]).infer("corrupt.tar.gz", {"INPUT0": X})
+
+    assert caught.value.target_model == "corrupt.tar.gz"
+    assert caught.value.reason.startswith("version 1 is at UNAVAILABLE state")
+    assert "corrupt.tar.gz:linear/1/model.onnx" in caught.value.reason
+    assert not isinstance(caught.value, InvalidInputError)
