@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from mme_triton.errors import LocalStackError
@@ -33,20 +32,12 @@ class UnsupportedModelError(LocalStackError):
         super().__init__(message)
 
 
-def _versions(model_dir: Path) -> tuple[int, ...]:
-    try:
-        with os.scandir(model_dir) as it:
-            names = [e.name for e in it if e.is_dir(follow_symlinks=False)]
-    except OSError:
-        return ()
-    return tuple(sorted(int(n) for n in names if n.isdigit() and (n == "0" or not n.startswith("0"))))
-
-
 def _backend(model_dir: Path) -> tuple[str | None, str, str]:
     """``(backend, platform, default_model_filename)`` as Triton resolves them for ``model_dir``."""
     from mme_triton.model._layout import Layout
     from mme_triton.model.backends import first_version_contents, resolve_backend
     from mme_triton.model.config import CONFIG_FILENAME, parse_config_file
+    from mme_triton.model.repository import model_versions
 
     config = None
     config_file = model_dir / CONFIG_FILENAME
@@ -55,7 +46,7 @@ def _backend(model_dir: Path) -> tuple[str | None, str, str]:
             config, _ = parse_config_file(config_file)
         except OSError:
             config = None
-    layout = Layout(model_dir, _versions(model_dir), config_present=config_file.exists())
+    layout = Layout(model_dir, model_versions(model_dir), config_present=config_file.exists())
     backend, platform = resolve_backend(config, first_version_contents(layout))
     filename = str(config.default_model_filename) if config is not None else ""
     return backend, platform, filename

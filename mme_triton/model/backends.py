@@ -212,15 +212,23 @@ def check_missing_config(layout: Layout, backend: str | None, platform: str) -> 
         return []  # Triton auto-completes the config from the model file
     if backend == "python" and _defines_auto_complete(layout):
         return []
+    if backend == "python":
+        return [
+            Problem(
+                "warning",
+                codes.PYTHON_CONFIG_MISSING,
+                "no config.pbtxt: Triton loads this python model with a config it fills in itself (backend "
+                '"python", max_batch_size 0, one CPU instance, the latest version) but with no inputs or '
+                "outputs, since model.py does not implement auto_complete_config; every request that sends "
+                "a tensor is refused. Write a config.pbtxt with input and output, or implement "
+                "auto_complete_config",
+                where,
+            )
+        ]
     if backend is None:
         reason = (
             "Triton cannot tell which backend serves this model (no model.onnx, model.plan, "
             "model.savedmodel, ... in the first version directory)"
-        )
-    elif backend == "python":
-        reason = (
-            "model.py does not implement auto_complete_config, so the model would load without inputs "
-            "or outputs and Triton would refuse every request that sends a tensor"
         )
     else:
         reason = f"the {backend} backend cannot fill in inputs and outputs from the model file"
