@@ -48,6 +48,7 @@ from mme_triton.errors import LocalStackError
 from mme_triton.local._lifecycle import Lifecycle, model_hash_of
 from mme_triton.local._prepare import LoadFailedError, Messages
 from mme_triton.local.extract import ExtractLimits, ModelArchiveError
+from mme_triton.local.limits import human_size
 from mme_triton.local.lru import ModelLRU
 from mme_triton.local.names import rename_in_response, triton_model_name
 from mme_triton.local.responses import (
@@ -344,11 +345,18 @@ class EndpointRuntime(Lifecycle):
         return self._model_error(status, self._messages(target_model).body(body))
 
     def forward_failed(self, triton: TritonLike, exc: LocalStackError) -> RuntimeResponse:
-        """The answer when ``triton`` could not be reached: if it exited, it is being replaced."""
+        """The answer when ``triton`` could not be reached: if it exited, it is being replaced.
+
+        A killed server's connections close a moment before the process can be reaped, so a server
+        that still looks alive is answered the same way (the watcher notices the exit within a second).
+        """
         code = triton.returncode
         if code is None:
             logger.error("endpoint %s: %s", self.endpoint_name, exc)
-            return internal_failure(str(exc))
+            return service_unavailable(
+                f"The model container of endpoint {self.endpoint_name} did not answer ({exc}). Retry the "
+                "request."
+            )
         if self._replace is None:
             return internal_failure(f"the Triton server of endpoint {self.endpoint_name} exited ({code})")
         self._begin_restart(triton)
@@ -432,8 +440,8 @@ class EndpointRuntime(Lifecycle):
         if size > self._limits.max_bytes:
             body.close()
             raise ModelArchiveError(
-                f"the archive is {size} bytes, more than it may unpack to ({self._limits.max_bytes} bytes, "
-                f"{self._limits.max_bytes_source})"
+                f"the archive is {human_size(size)} compressed, more than the "
+                f"{human_size(self._limits.max_bytes)} it may unpack to, {self._limits.max_bytes_source}"
             )
         return body
 

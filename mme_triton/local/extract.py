@@ -42,6 +42,7 @@ from mme_triton.local.limits import (
     DEFAULT_MAX_MEMBERS,
     DEFAULT_MAX_UNPACKED_BYTES,
     DISK_RESERVE_BYTES,
+    human_size,
 )
 
 __all__ = ["ExtractLimits", "ExtractedModel", "ModelArchiveError", "directory_size", "safe_extract"]
@@ -158,14 +159,6 @@ def _decompressed(raw: io.BufferedReader) -> Any:
     return raw
 
 
-def _human(size: float) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} TiB"  # pragma: no cover
-
-
 class _Extraction:
     """One streaming extraction into a staging directory, with its running totals."""
 
@@ -216,13 +209,13 @@ class _Extraction:
         limits = self.limits
         if size > limits.max_bytes:
             raise ModelArchiveError(
-                f"the archive unpacks to more than {_human(limits.max_bytes)}, {limits.max_bytes_source}",
+                f"the archive unpacks to more than {human_size(limits.max_bytes)}, {limits.max_bytes_source}",
                 member=member,
             )
         if size > self.disk_budget:
             raise ModelArchiveError(
-                f"the archive unpacks to more than the {_human(self.disk_budget)} the scratch disk can take "
-                f"while keeping {_human(limits.disk_reserve)} free",
+                f"the archive unpacks to more than the {human_size(self.disk_budget)} the scratch disk can "
+                f"take while keeping {human_size(limits.disk_reserve)} free",
                 member=member,
             )
 
@@ -231,8 +224,8 @@ class _Extraction:
         read = max(1, self.counter.count)
         if self.written > limits.ratio_after and self.written / read > limits.max_ratio:
             raise ModelArchiveError(
-                f"the archive expands more than {limits.max_ratio:g} times ({_human(read)} read became "
-                f"{_human(self.written)}): refusing what looks like a decompression bomb (the stack's "
+                f"the archive expands more than {limits.max_ratio:g} times ({human_size(read)} read became "
+                f"{human_size(self.written)}): refusing what looks like a decompression bomb (the stack's "
                 "max_compression_ratio)",
                 member=member,
             )

@@ -34,6 +34,7 @@ __all__ = [
     "bound_triton_args",
     "check_limits",
     "check_shm_limit",
+    "human_size",
 ]
 
 MiB = 1024**2
@@ -178,6 +179,15 @@ class BoundedArgs:
     """One line per requested value that was lowered (warn about these)."""
     notes: list[str] = field(default_factory=list)
     """One line per argument dropped or overridden (log these)."""
+
+
+def human_size(size: float) -> str:
+    """``"8.0 MiB"``, ``"512 bytes"``: a size for a message."""
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"  # pragma: no cover
 
 
 def check_shm_limit(shm_limit: int) -> int:
