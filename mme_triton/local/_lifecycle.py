@@ -47,6 +47,8 @@ class Lifecycle:
     _lock: threading.Lock
     _idle: threading.Condition
     _in_flight: Counter[str]
+    _waiting: Counter[str]
+    _granted: Counter[str]
     _loading: dict[str, Future[None]]
     _unloading: dict[str, Future[None]]
     _disk: dict[str, int]
@@ -87,7 +89,11 @@ class Lifecycle:
     # -- loading -----------------------------------------------------------------------------------
 
     def _load_and_hold(self, target_model: str, generation: int, triton: TritonLike) -> None:
-        """Wait for a pending unload of the model, load it and put it in the LRU (on a loader thread)."""
+        """Wait for a pending unload of the model, load it and put it in the LRU (on a loader thread).
+
+        Models in use are not evicted to make room; the requests that waited for this load are counted
+        on it before anything else can evict it.
+        """
         try:
             with self._lock:
                 unloading = self._unloading.get(target_model)
@@ -109,7 +115,15 @@ class Lifecycle:
             self._memory.update(measured)
             for name in self._lru.names():
                 self._lru.resize(name, max(self._disk.get(name, 0), self._memory.get(name, 0)))
-            evicted = self._lru.add(target_model, max(size, measured.get(target_model, 0)))
+            # the requests that waited for this load hold it now, before another load can evict it
+            held = self._waiting.pop(target_model, 0)
+            self._in_flight[target_model] += held
+            self._granted[target_model] += held
+            evicted = self._lru.add(
+                target_model,
+                max(size, measured.get(target_model, 0)),
+                keep=lambda name: self._in_flight[name] > 0,
+            )
             for victim in evicted:
                 self._schedule_unload(victim, triton)
         if evicted:

@@ -188,6 +188,9 @@ class EndpointRuntime(Lifecycle):
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._in_flight: Counter[str] = Counter()
+        # requests waiting for a model's load, and the holds a finished load handed them
+        self._waiting: Counter[str] = Counter()
+        self._granted: Counter[str] = Counter()
         self._loading: dict[str, Future[None]] = {}
         self._unloading: dict[str, Future[None]] = {}
         self._disk: dict[str, int] = {}
@@ -413,6 +416,7 @@ class EndpointRuntime(Lifecycle):
                             self._load_and_hold, target_model, self._generation, triton
                         )
                         self._loading[target_model] = pending
+                    self._waiting[target_model] += 1
                     waiting = pending
             try:
                 # a failed load (or restart) is this request's failure too
@@ -420,8 +424,30 @@ class EndpointRuntime(Lifecycle):
             except FutureTimeoutError:
                 if restarting is not None:
                     raise _Replacing(self._replacing_message(None)) from None
+                if self._took_hold(target_model):
+                    self.release(target_model)  # the load finished just now; this request gave up
                 raise _NotReady(target_model) from None
-            # loaded now: take it through the LRU (a concurrent load may have evicted it already)
+            except BaseException:
+                if restarting is None:
+                    self._took_hold(target_model)
+                raise
+            if restarting is None and self._took_hold(target_model):
+                return model_hash, triton
+            # not held (the server was replaced meanwhile): take it through the LRU again
+
+    def _took_hold(self, target_model: str) -> bool:
+        """After waiting for a load: take the hold it handed this request, if any (else stop waiting)."""
+        with self._lock:
+            if self._granted[target_model] > 0:
+                self._granted[target_model] -= 1
+                if self._granted[target_model] <= 0:
+                    del self._granted[target_model]
+                return True
+            if self._waiting[target_model] > 0:
+                self._waiting[target_model] -= 1
+            if self._waiting[target_model] <= 0:
+                del self._waiting[target_model]
+            return False
 
     def _download(self, target_model: str) -> Any:
         """The S3 object's body, a stream (the archive is extracted as it arrives, never stored)."""
