@@ -191,9 +191,11 @@ def local_up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalUp]:
 
 
 def _boto(service: str, **config: Any) -> Any:
+    """A client from a new session, which reads the environment now (boto3.client() would reuse a
+    default session, and credentials, another test resolved before)."""
     import boto3
 
-    return boto3.client(service, config=Config(**config) if config else None)
+    return boto3.Session().client(service, config=Config(**config) if config else None)
 
 
 def _create_endpoint(
