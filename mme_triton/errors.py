@@ -11,6 +11,7 @@ this one).
     │   ├── EndpointNotFoundError   no such endpoint
     │   ├── ModelNotFoundError      the TargetModel is not under the endpoint's prefix
     │   ├── InvalidInputError       Triton refused the request (400: input name, shape, datatype)
+    │   ├── ModelLoadError          the model failed to load (a corrupt artifact ...; carries the reason)
     │   ├── ModelOutOfMemoryError   the instance cannot load the model (507)
     │   ├── ModelNotReadyError      the model was still loading after the retries
     │   ├── ThrottlingError         too many requests
@@ -25,6 +26,9 @@ this one).
         ├── ModelArchiveError       an archive the stack refuses to extract  (mme_triton.local.extract)
         ├── ModelDataNotFoundError  the artifact is not in S3  (mme_triton.local.endpoint_runtime)
         ├── GPUModelError           a model that cannot run on the CPU  (mme_triton.local.adapt)
+        ├── UnsupportedModelError   a backend or a name the stack cannot serve  (mme_triton.local.support)
+        ├── ContainerExitError      the serve script refuses the Environment  (mme_triton.local.serve)
+        ├── TritonStartError        tritonserver exited while starting  (mme_triton.local.triton)
         └── TritonRequestError      Triton refused a control request  (mme_triton.local.triton)
             └── TritonLoadError     Triton refused to load a model  (mme_triton.local.triton)
 
@@ -35,7 +39,7 @@ Warnings the library issues (a setting that does nothing, a limit it applies) ar
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mme_triton.endpoint.teardown import TeardownReport
@@ -56,6 +60,7 @@ __all__ = [
     "LocalStackError",
     "MMETritonError",
     "MMETritonWarning",
+    "ModelLoadError",
     "ModelNotFoundError",
     "ModelNotReadyError",
     "ModelOutOfMemoryError",
@@ -171,6 +176,15 @@ class ModelNotFoundError(InferenceError):
 
 class InvalidInputError(InferenceError):
     """Triton refused the request: unknown input, wrong shape or datatype (HTTP 400)."""
+
+
+class ModelLoadError(InferenceError):
+    """The model failed to load (a corrupt artifact, files its config does not match); ``reason`` is why,
+    in Triton's words."""
+
+    def __init__(self, message: str, *, reason: str = "", **context: Any) -> None:
+        self.reason = reason or message
+        super().__init__(message, **context)
 
 
 class ModelOutOfMemoryError(InferenceError):

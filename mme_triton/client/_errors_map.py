@@ -10,10 +10,11 @@ AWS error code (HTTP status)      raised
 ``ValidationError`` (400)         ``EndpointNotFoundError`` for "Endpoint X of account Y not found.",
                                   ``ModelNotFoundError`` when the model data could not be found or
                                   downloaded from the prefix, ``InferenceError`` otherwise
-``ModelError`` (424)              by ``OriginalStatusCode``: 400 ``InvalidInputError`` (but
-                                  ``ModelNotFoundError`` for Triton's "Request for unknown model"),
-                                  404 ``ModelNotFoundError``, 507 ``ModelOutOfMemoryError``,
-                                  anything else ``InferenceError``
+``ModelError`` (424)              ``ModelLoadError`` when Triton says the model failed to load ("load
+                                  failed for model '...': <reason>"), else by ``OriginalStatusCode``:
+                                  400 ``InvalidInputError`` (but ``ModelNotFoundError`` for Triton's
+                                  "Request for unknown model"), 404 ``ModelNotFoundError``, 507
+                                  ``ModelOutOfMemoryError``, anything else ``InferenceError``
 ``ModelNotReadyException`` (429)  ``ModelNotReadyError`` (the client retries it first)
 ``ThrottlingException``           ``ThrottlingError`` (botocore retries it first)
 ``InternalFailure`` (500),        ``InferenceError``
@@ -39,6 +40,7 @@ from mme_triton.errors import (
     EndpointNotFoundError,
     InferenceError,
     InvalidInputError,
+    ModelLoadError,
     ModelNotFoundError,
     ModelNotReadyError,
     ModelOutOfMemoryError,
@@ -61,6 +63,11 @@ _MODEL_DATA_MISSING = re.compile(
 # Triton's SageMaker front-end answers 400 when the TargetModel it is asked for is not loaded:
 # "Request for unknown model: 'linear.tar.gz' is not found"
 _TRITON_UNKNOWN_MODEL = re.compile(r"\bunknown model\b", re.IGNORECASE)
+# Triton's words for a model that failed to load (model_lifecycle.cc, the SageMaker front-end's load):
+# "load failed for model 'resnet.tar.gz': version 1 is at UNAVAILABLE state: ...", "failed to load 'x', ..."
+_TRITON_LOAD_FAILED = re.compile(
+    r"^(?:load failed for model|failed to load) '(?P<model>[^']*)'[:,]\s*(?P<reason>.*)", re.DOTALL
+)
 _QUOTED_MODEL_MESSAGE = re.compile(r'from (?:model|primary) with message "(.*)"\.(?: See |\s*$)', re.DOTALL)
 
 _SERVICE_FAULT_CODES = frozenset({"InternalFailure", "ServiceUnavailable", "InternalDependencyException"})
@@ -152,6 +159,15 @@ def _map_client_error(exc: ClientError, context: ErrorContext) -> InferenceError
             model_error_class = ModelNotFoundError
         log_stream = exc.response.get("LogStreamArn", exc.response.get("Error", {}).get("LogStreamArn"))
         log_stream_arn = str(log_stream) if log_stream else None
+        load_failed = _TRITON_LOAD_FAILED.match(original)
+        if load_failed is not None and status != 507:
+            return ModelLoadError(
+                original,
+                reason=load_failed.group("reason").strip(),
+                status=status,
+                log_stream_arn=log_stream_arn,
+                **where,
+            )
         return model_error_class(original or message, status=status, log_stream_arn=log_stream_arn, **where)
     status = http_status(exc)
     if code == "ValidationError":

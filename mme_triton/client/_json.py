@@ -45,18 +45,44 @@ use_orjson: bool = _orjson is not None
 use_simdjson: bool = _simdjson is not None
 
 
+class NonFinite:
+    """A 1-D float array holding NaN or infinities, written as ``NaN``, ``Infinity`` and ``-Infinity``.
+
+    Those literals are not JSON, but Triton's JSON parser (RapidJSON with ``kParseNanAndInfFlag``) reads
+    them, as the decoder here does; orjson would write ``null`` for them, so such arrays are wrapped.
+    """
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: np.ndarray[Any, Any]) -> None:
+        self.array = array
+
+    def text(self) -> bytes:
+        """The array as JSON text with the non-finite literals."""
+        return json.dumps(self.array.tolist(), separators=(",", ":"), allow_nan=True).encode()
+
+
 def _default(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return value.tolist()
+    if isinstance(value, NonFinite):
+        return value.array.tolist()
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+def _orjson_default(value: Any) -> Any:
+    if isinstance(value, NonFinite):
+        return _orjson.Fragment(value.text())  # type: ignore[union-attr]
     raise TypeError(f"cannot write {type(value).__name__} as JSON")
 
 
 def dumps(obj: Any) -> bytes:
-    """Compact JSON bytes; numpy arrays inside ``obj`` (1-D, C-contiguous, native order) become lists."""
-    if use_orjson and _orjson is not None:
-        text: bytes = _orjson.dumps(obj, option=_orjson.OPT_SERIALIZE_NUMPY)
+    """Compact JSON bytes; numpy arrays inside ``obj`` (1-D, C-contiguous, native order) become lists, and
+    :class:`NonFinite` arrays lists with ``NaN``/``Infinity``/``-Infinity``."""
+    if use_orjson and _orjson is not None and hasattr(_orjson, "Fragment"):
+        text: bytes = _orjson.dumps(obj, option=_orjson.OPT_SERIALIZE_NUMPY, default=_orjson_default)
         return text
-    return json.dumps(obj, default=_default, separators=(",", ":"), allow_nan=False).encode()
+    return json.dumps(obj, default=_default, separators=(",", ":"), allow_nan=True).encode()
 
 
 def loads(data: bytes | bytearray | memoryview) -> Any:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from mme_triton.client._json import NumberArray
+from mme_triton.client._json import NonFinite, NumberArray
 from mme_triton.client.datatypes import NUMPY_DTYPE, json_supported
 from mme_triton.errors import CodecError
 
@@ -99,8 +99,8 @@ def encode_tensor(name: str, array: np.ndarray[Any, Any], datatype: str, *, want
     FP16, BF16 and BYTES with non-UTF-8 elements cannot travel as JSON: they go binary whatever
     ``want_json`` says.
 
-    Raises:
-        CodecError: JSON was asked for a float tensor holding NaN or infinity.
+    Float tensors holding NaN or infinities are written with the ``NaN``, ``Infinity`` and ``-Infinity``
+    literals Triton's JSON parser reads.
     """
     shape = [int(d) for d in array.shape]
     tensor = EncodedTensor(name=name, datatype=datatype, shape=shape)
@@ -118,12 +118,7 @@ def encode_tensor(name: str, array: np.ndarray[Any, Any], datatype: str, *, want
     wire = NUMPY_DTYPE[datatype]
     if want_json and json_supported(datatype):
         flat = np.ascontiguousarray(array, dtype=_native(wire)).reshape(-1)
-        if flat.dtype.kind == "f" and not np.isfinite(flat).all():
-            raise CodecError(
-                "NaN and infinity cannot be written as JSON; send this tensor in binary (binary=True)",
-                tensor=name,
-            )
-        tensor.json_data = flat
+        tensor.json_data = NonFinite(flat) if flat.dtype.kind == "f" and not np.isfinite(flat).all() else flat
         return tensor
 
     tensor.nbytes = array.size * wire.itemsize

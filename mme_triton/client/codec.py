@@ -376,7 +376,9 @@ def encode_request(
         TypeError: an input's dtype has no Triton datatype, a BYTES element is neither bytes nor str,
             or an argument has the wrong type.
         ValueError: a name is given twice, an ``InferInput`` has no data, or a parameter is reserved.
-        CodecError: JSON was asked for a float tensor holding NaN or infinity.
+
+    NaN and infinities in a JSON float tensor are written as ``NaN``, ``Infinity`` and ``-Infinity``,
+    which Triton's JSON parser reads.
 
     Example:
         >>> body, content_type = encode_request({"x": np.zeros((2, 3), np.float32)}, ["y"])

@@ -20,6 +20,7 @@ __all__ = [
     "free_port",
     "log_summary",
     "read_tail",
+    "startup_failure",
     "terminate",
 ]
 
@@ -61,6 +62,34 @@ def log_summary(path: Path, limit: int = LOG_TAIL_BYTES) -> str:
     if not errors:
         return tail
     return "\n".join(errors) + "\n--- end of the log ---\n" + tail[-limit // 2 :]
+
+
+def startup_failure(path: Path) -> str:
+    """Why ``tritonserver`` refused to start, in its own words, on one line.
+
+    A bad option is reported after the whole usage text (``Bad option: "--log-verbose".`` and the
+    reason), an unknown one before it; errors of a failed start are ``E``-lines.
+    """
+    try:
+        with path.open("rb") as fh:
+            text = fh.read(400_000).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in text.splitlines()]
+    for marker in ("Bad option:", "Unexpected argument:"):
+        found = [i for i, line in enumerate(lines) if line.startswith(marker)]
+        if found:
+            return " ".join(line for line in lines[found[-1] :] if line)
+    reasons = [
+        line
+        for line in lines
+        if "unrecognized option" in line
+        or "is ambiguous" in line
+        or (line[:1] == "E" and line[1:5].isdigit())
+    ]
+    if reasons:
+        return " ".join(reasons[:5])
+    return " ".join(line for line in lines[-5:] if line)
 
 
 def error_message(body: bytes) -> str:

@@ -15,6 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from mme_triton.local.limits import DEFAULT_MAX_COMPRESSION_RATIO, DEFAULT_MAX_MEMBERS, DEFAULT_SHM_LIMIT
+
 __all__ = ["add_local_commands", "local_up", "parse_size", "quickstart"]
 
 _UNITS = {
@@ -70,6 +72,10 @@ def local_up(args: argparse.Namespace, *, stop: threading.Event | None = None) -
         **budget,
         max_models=args.max_models,
         log_verbose=args.triton_log_verbose,
+        shm_limit=args.shm_limit,
+        max_unpacked_bytes=args.max_unpacked_bytes,
+        max_archive_members=args.max_archive_members,
+        max_compression_ratio=args.max_compression_ratio,
     )
     event = stop or threading.Event()
     in_main_thread = threading.current_thread() is threading.main_thread()
@@ -154,13 +160,39 @@ def add_local_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         "--memory-budget",
         type=parse_size,
         default=None,
-        help="on-disk bytes of extracted models an endpoint keeps loaded (default: the stack's, 2GiB)",
+        help="memory an endpoint's loaded models may hold before the least recently used are unloaded "
+        "(default: 2GiB)",
     )
     up.add_argument("--max-models", type=int, default=None, help="most models an endpoint keeps loaded")
     up.add_argument(
         "--bucket", default=None, help="bucket to create (default: mme-triton-local-<account id>)"
     )
     up.add_argument("--triton-log-verbose", type=int, default=0, help="Triton's --log-verbose level")
+    limits = up.add_argument_group("limits that protect this machine (docs/local.md)")
+    limits.add_argument(
+        "--shm-limit",
+        type=parse_size,
+        default=DEFAULT_SHM_LIMIT,
+        help="ceiling on the python backend's shared memory per model instance (default: 64MiB)",
+    )
+    limits.add_argument(
+        "--max-unpacked-bytes",
+        type=parse_size,
+        default=None,
+        help="what one archive may unpack to (default: the variant's VolumeSizeInGB, else 16GiB)",
+    )
+    limits.add_argument(
+        "--max-archive-members",
+        type=int,
+        default=DEFAULT_MAX_MEMBERS,
+        help=f"entries one archive may hold (default: {DEFAULT_MAX_MEMBERS})",
+    )
+    limits.add_argument(
+        "--max-compression-ratio",
+        type=float,
+        default=DEFAULT_MAX_COMPRESSION_RATIO,
+        help=f"how many times an archive may expand (default: {DEFAULT_MAX_COMPRESSION_RATIO})",
+    )
     handler: Callable[[argparse.Namespace], int] = local_up
     up.set_defaults(handler=handler)
 

@@ -68,7 +68,7 @@ class _EndpointSession:
     cls: type[boto3.Session] | None = None
 
     @classmethod
-    def make(cls, endpoint_url: str, **kwargs: Any) -> boto3.Session:
+    def make(cls, endpoint_url: str, service_urls: dict[str, str], **kwargs: Any) -> boto3.Session:
         if cls.cls is None:
             import boto3
             from botocore.config import Config
@@ -76,13 +76,16 @@ class _EndpointSession:
             class ControlPlaneSession(boto3.Session):
                 """A boto3 session whose clients and resources default to the control plane's URL."""
 
-                def __init__(self, endpoint_url: str, **session_kwargs: Any) -> None:
+                def __init__(
+                    self, endpoint_url: str, service_urls: dict[str, str], **session_kwargs: Any
+                ) -> None:
                     super().__init__(**session_kwargs)
                     self.control_plane_url = endpoint_url
+                    self.service_urls = service_urls
 
                 def _defaults(self, service_name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
                     if kwargs.get("endpoint_url") is None:
-                        kwargs["endpoint_url"] = self.control_plane_url
+                        kwargs["endpoint_url"] = self.service_urls.get(service_name, self.control_plane_url)
                     if service_name == "s3":
                         path_style = Config(s3={"addressing_style": "path"})
                         given: Config | None = kwargs.get("config")
@@ -98,7 +101,9 @@ class _EndpointSession:
                     return parent.resource(service_name, *args, **self._defaults(service_name, kwargs))
 
             cls.cls = ControlPlaneSession
-        return cls.cls(endpoint_url, **kwargs)
+        make: Any = cls.cls
+        session: boto3.Session = make(endpoint_url, service_urls, **kwargs)
+        return session
 
 
 class ControlPlane:
@@ -113,6 +118,8 @@ class ControlPlane:
 
     Attributes:
         url: ``http://127.0.0.1:<port>`` once started.
+        service_urls: boto3 service name -> the URL the sessions' clients of that service use instead
+            of ``url`` (the stack serves ``sagemaker-runtime`` on a port of its own).
         account_id: the account this plane's credentials map to in moto.
         on_in_service: ``hook(endpoint_name, description)`` called before an endpoint becomes
             ``InService`` after a create or an update. ``description`` is a DescribeEndpoint-like dict for
@@ -146,6 +153,7 @@ class ControlPlane:
         self.transition_delay = float(transition_delay)
         self.wsgi_middleware = wsgi_middleware
         self.on_in_service: list[InServiceHook] = []
+        self.service_urls: dict[str, str] = {}
         self.on_deleted: list[DeletedHook] = []
         self.url = ""
         self.account_id = ""
@@ -292,7 +300,9 @@ class ControlPlane:
         """
         if not self.url:
             raise RuntimeError("start() the ControlPlane first")
-        return _EndpointSession.make(self.url, region_name=self.region, **self._credentials)
+        return _EndpointSession.make(
+            self.url, dict(self.service_urls), region_name=self.region, **self._credentials
+        )
 
     def client(self, service_name: str, *, config: Config | None = None) -> Any:
         """A client for ``service_name`` on this plane (shorthand for ``boto3_session().client``)."""

@@ -9,25 +9,28 @@ to ``POST /models/<hash>/invoke``; a 2xx answer is passed back as it is, anythin
 ``ModelError`` (HTTP 424) carrying the container's status and body. :class:`EndpointRuntime` does that
 for one endpoint.
 
-Memory budget: the least recently used models are unloaded when the **on-disk size of the extracted
-model directories** loaded in the endpoint's Triton goes over the budget (default 2 GiB), and/or when
-more than ``max_models`` are loaded. On-disk size is deterministic and known before the load; it is a
-proxy for resident memory (ONNX weights take about their file size; every model instance, ONNX ones
-included, also runs in a python-backend stub process of ~40-70 MB that the budget does not see). A single
-model larger than the budget is still loaded (alone).
+Memory budget: what a loaded model costs is what its model instances hold, measured after the load from
+``/proc`` and ``/dev/shm`` (the anonymous resident memory of its python-backend stubs plus their
+shared-memory regions), and at least the size of its extracted files; the costs of the loaded models are
+measured again whenever one is added. The least recently used models are unloaded when the sum goes over
+the budget (default 2 GiB) and/or more than ``max_models`` are loaded. A single model larger than the
+budget is still loaded (alone).
 
 Loads: a request for a model that is not loaded yet waits while it is downloaded and loaded, for at most
 60 s (``ready_timeout``); a longer load goes on in the background and the request is answered
 ``ModelNotReadyException`` (HTTP 429) to be retried, as SageMaker does. Concurrent first requests for one
-model share a single load. Unloads run on a background thread, after the requests that use the model have
-finished.
+model share a single load. Unloads run on threads of their own, in parallel with loads and with each
+other, after the requests that use the model have finished; a reload of an evicted model waits only for
+its own unload.
+
+Recovery: when the endpoint's Triton exits, the request that finds out (or a watcher, within a second) gets
+a ``ServiceUnavailable``; Triton is started again and models load again on demand, as SageMaker replaces
+an unhealthy container. Requests that arrive meanwhile wait for the new server (within ``ready_timeout``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import logging
 import shutil
 import threading
@@ -38,24 +41,31 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mme_triton._sagemaker import INVOCATION_TIMEOUT_SECONDS, error_code, parse_s3_url
 from mme_triton.errors import LocalStackError
-from mme_triton.local.extract import ModelArchiveError, directory_size, safe_extract
+from mme_triton.local._lifecycle import Lifecycle, model_hash_of
+from mme_triton.local._prepare import LoadFailedError, Messages
+from mme_triton.local.extract import ExtractLimits, ModelArchiveError
+from mme_triton.local.limits import human_size
 from mme_triton.local.lru import ModelLRU
+from mme_triton.local.names import rename_in_response, triton_model_name
 from mme_triton.local.responses import (
     RuntimeResponse,
     internal_failure,
     model_data_not_found,
     model_error,
     model_not_ready,
+    service_unavailable,
     success,
     validation_error,
 )
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+
+    from mme_triton.local.procfs import StubProcess
 
 __all__ = [
     "DEFAULT_READY_TIMEOUT",
@@ -72,8 +82,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_READY_TIMEOUT = INVOCATION_TIMEOUT_SECONDS
 """Seconds a request waits for its model's download and load before ``ModelNotReadyException``."""
 
-_COPY_CHUNK = 1024 * 1024
-
 
 class ModelDataNotFoundError(LocalStackError):
     """``<ModelDataUrl>/<TargetModel>`` is not in S3."""
@@ -89,15 +97,20 @@ def target_model_hash(target_model: str) -> str:
     names ``/opt/ml/models/<hash>``.
 
     Example:
+        >>> import hashlib
         >>> target_model_hash("linear.tar.gz") == hashlib.md5(b"linear.tar.gz").hexdigest()
         True
     """
-    return hashlib.md5(target_model.encode("utf-8"), usedforsecurity=False).hexdigest()
+    return model_hash_of(target_model)
 
 
 class TritonLike(Protocol):
     """What the runtime needs of a :class:`~mme_triton.local.triton.TritonServer`."""
 
+    @property
+    def port(self) -> int | None: ...
+    @property
+    def returncode(self) -> int | None: ...
     def start(self) -> None: ...
     def stop(self, timeout: float = ...) -> None: ...
     def load(self, model_hash: str, model_dir: Path, target_model: str, *, timeout: float = ...) -> None: ...
@@ -105,6 +118,7 @@ class TritonLike(Protocol):
     def invoke(
         self, model_hash: str, target_model: str, body: bytes, content_type: str, *, timeout: float = ...
     ) -> tuple[int, dict[str, str], bytes]: ...
+    def model_processes(self) -> list[StubProcess]: ...
 
 
 @dataclass
@@ -116,13 +130,25 @@ class EndpointModels:
     environment: dict[str, str] = field(default_factory=dict)
     variant_name: str = "AllTraffic"
     mode: str = "MultiModel"
+    volume_size_gb: int | None = None
+    """The production variant's ``VolumeSizeInGB``: what one archive may unpack to, when set."""
 
 
-class EndpointRuntime:
+@dataclass(frozen=True)
+class FastPath:
+    """A loaded model a request can be forwarded to directly (see :meth:`EndpointRuntime.fast_path`)."""
+
+    triton: TritonLike
+    port: int
+    model_hash: str
+
+
+class EndpointRuntime(Lifecycle):
     """One in-service endpoint: its Triton, its loaded models and their LRU.
 
     Created by :class:`InvocationRuntime` when the endpoint goes in service; :meth:`invoke` answers one
-    InvokeEndpoint request.
+    InvokeEndpoint request. ``replace(n)`` builds the (unstarted) server that takes over after the
+    current one exited; without it a dead server stays dead.
     """
 
     def __init__(
@@ -136,39 +162,74 @@ class EndpointRuntime:
         region: str,
         account_id: str,
         adapt: Callable[[Path], list[str]] | None = None,
+        replace: Callable[[int], TritonLike] | None = None,
+        limits: ExtractLimits | None = None,
         ready_timeout: float = DEFAULT_READY_TIMEOUT,
         load_timeout: float = 360.0,
         unload_timeout: float = 60.0,
         invoke_timeout: float = 60.0,
+        workers: int = 3,
+        watch_interval: float = 0.5,
     ) -> None:
         self.models = models
-        self.triton = triton
+        self._triton = triton
         self._s3 = s3_client
         self._workdir = workdir
         self._lru = lru
         self._region = region
         self._account_id = account_id
         self._adapt = adapt
+        self._replace = replace
+        self._limits = limits or ExtractLimits()
         self._ready_timeout = ready_timeout
         self._load_timeout = load_timeout
         self._unload_timeout = unload_timeout
+        self._invoke_timeout = invoke_timeout
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._in_flight: Counter[str] = Counter()
+        # requests waiting for a model's load, and the holds a finished load handed them
+        self._waiting: Counter[str] = Counter()
+        self._granted: Counter[str] = Counter()
         self._loading: dict[str, Future[None]] = {}
         self._unloading: dict[str, Future[None]] = {}
-        self._invoke_timeout = invoke_timeout
-        self._loader = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"load-{models.endpoint_name}")
-        self._unloader = ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix=f"unload-{models.endpoint_name}"
-        )
+        self._disk: dict[str, int] = {}
+        self._memory: dict[str, int] = {}
+        self._generation = 0
+        self._restarting: Future[None] | None = None
+        self._restart_failed_at = 0.0
+        self._closed = threading.Event()
+        # A Triton front-end thread serves each load and unload until it is done: keep some for requests.
+        name = models.endpoint_name
+        self._loader = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"load-{name}")
+        self._unloader = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"unload-{name}")
         self.loads = 0
         """How many model loads this endpoint performed (a reload after eviction counts again)."""
+        self.evictions = 0
+        """How many models were unloaded to stay within the memory budget."""
+        self.restarts = 0
+        """How many times the endpoint's Triton was started again after it exited."""
+        self._watcher = threading.Thread(
+            target=self._watch, args=(watch_interval,), name=f"watch-{name}", daemon=True
+        )
+        self._watcher.start()
+
+    # -- state -------------------------------------------------------------------------------------
 
     @property
     def endpoint_name(self) -> str:
         """The endpoint's name."""
         return self.models.endpoint_name
+
+    @property
+    def triton(self) -> TritonLike:
+        """The endpoint's current Triton server."""
+        return self._triton
+
+    @property
+    def invoke_timeout(self) -> float:
+        """Seconds a request forwarded to Triton may take."""
+        return self._invoke_timeout
 
     @property
     def workdir(self) -> Path:
@@ -180,6 +241,11 @@ class EndpointRuntime:
         with self._lock:
             return self._lru.names()
 
+    def model_memory(self) -> dict[str, int]:
+        """Bytes each loaded TargetModel counts against the budget, as last measured."""
+        with self._lock:
+            return {name: self._memory.get(name, self._disk.get(name, 0)) for name in self._lru.names()}
+
     def wait_for_unloads(self, timeout: float | None = None) -> None:
         """Block until the unloads scheduled so far have finished."""
         with self._lock:
@@ -188,8 +254,16 @@ class EndpointRuntime:
             with contextlib.suppress(Exception):
                 future.result(timeout=timeout)
 
+    def wait_for_restart(self, timeout: float | None = None) -> None:
+        """Block until a restart of the endpoint's Triton under way (if any) has finished."""
+        with self._lock:
+            pending = self._restarting
+        if pending is not None:
+            with contextlib.suppress(Exception):
+                pending.result(timeout=timeout)
+
     def close(self, *, drain_timeout: float = 0.0) -> None:
-        """Stop scheduling unloads, stop this endpoint's Triton and remove its extracted models.
+        """Stop scheduling work, stop this endpoint's Triton and remove its extracted models.
 
         Parameters:
             drain_timeout: seconds to wait first for the requests being forwarded to finish.
@@ -197,17 +271,21 @@ class EndpointRuntime:
         if drain_timeout > 0:
             with self._idle:
                 self._idle.wait_for(lambda: not self._in_flight, timeout=drain_timeout)
+        self._closed.set()
         self._loader.shutdown(wait=False, cancel_futures=True)
         self._unloader.shutdown(wait=False, cancel_futures=True)
-        self.triton.stop()
+        self.wait_for_restart(timeout=120)
+        self._triton.stop()
         shutil.rmtree(self._workdir, ignore_errors=True)
 
     # -- the request path --------------------------------------------------------------------------
 
     def invoke(self, target_model: str, body: bytes, content_type: str) -> RuntimeResponse:
         """Answer one InvokeEndpoint request for ``target_model`` (loading it first if needed)."""
+        deadline = time.monotonic() + self._ready_timeout
+        triton = self._triton
         try:
-            model_hash = self._acquire(target_model)
+            model_hash, triton = self._acquire(target_model, deadline)
         except ModelDataNotFoundError as exc:
             return model_data_not_found(exc.bucket, exc.key)
         except ModelArchiveError as exc:
@@ -215,149 +293,164 @@ class EndpointRuntime:
             return validation_error(f"Failed to extract model data(bucket: {bucket}, key: {key}): {exc}")
         except _NotReady:
             return model_not_ready(target_model, self._ready_timeout)
-        except _LoadFailed as exc:
+        except _Replacing as exc:
+            return service_unavailable(str(exc))
+        except LoadFailedError as exc:
             return self._model_error(exc.status, exc.body)
         except LocalStackError as exc:
-            logger.error("endpoint %s: %s", self.endpoint_name, exc)
-            return internal_failure(str(exc))
+            return self.forward_failed(triton, exc)
         try:
-            status, headers, answer = self._forward(model_hash, target_model, body, content_type)
-        except LocalStackError as exc:
-            logger.error("endpoint %s: %s", self.endpoint_name, exc)
-            return internal_failure(str(exc))
-        finally:
-            self._release(target_model)
-        if 200 <= status < 300:
-            content = headers.get("content-type", "application/octet-stream")
-            return success(answer, content, self.models.variant_name)
-        return self._model_error(status, answer)
-
-    def _forward(
-        self, model_hash: str, target_model: str, body: bytes, content_type: str
-    ) -> tuple[int, dict[str, str], bytes]:
-        """``POST /models/<hash>/invoke`` through the Triton wrapper's pool of keep-alive connections."""
-        return self.triton.invoke(model_hash, target_model, body, content_type, timeout=self._invoke_timeout)
-
-    def _model_error(self, status: int, body: bytes) -> RuntimeResponse:
-        return model_error(
-            status, body, endpoint_name=self.endpoint_name, region=self._region, account_id=self._account_id
-        )
-
-    def _location(self, target_model: str) -> tuple[str, str]:
-        bucket, prefix = parse_s3_url(self.models.model_data_url)
-        return bucket, prefix + target_model
-
-    def _acquire(self, target_model: str) -> str:
-        """Make sure ``target_model`` is loaded and count one request on it; return its hash.
-
-        The download and load run on the endpoint's loader threads; concurrent first requests share one.
-        A request waits for it at most ``ready_timeout`` seconds, then gets ``ModelNotReadyException``
-        while the load goes on, as SageMaker answers within 60 s and keeps loading for up to 360 s.
-        """
-        model_hash = target_model_hash(target_model)
-        deadline = time.monotonic() + self._ready_timeout
-        while True:
-            with self._lock:
-                if self._lru.touch(target_model):
-                    self._in_flight[target_model] += 1
-                    return model_hash
-                pending = self._loading.get(target_model)
-                if pending is None:
-                    pending = self._loader.submit(self._load_and_hold, target_model, model_hash)
-                    self._loading[target_model] = pending
-            try:
-                # the load's failure is this request's failure too
-                pending.result(timeout=max(0.0, deadline - time.monotonic()))
-            except FutureTimeoutError:
-                raise _NotReady(target_model) from None
-            # loaded now: take it through the LRU (a concurrent load may have evicted it already)
-
-    def _load_and_hold(self, target_model: str, model_hash: str) -> None:
-        """Wait for a pending unload of the model, load it and put it in the LRU (on a loader thread)."""
-        try:
-            with self._lock:
-                unloading = self._unloading.get(target_model)
-            if unloading is not None:
-                with contextlib.suppress(Exception):
-                    unloading.result(timeout=self._unload_timeout + 5)
-            size = self._load(target_model, model_hash)
-        except BaseException:
-            with self._lock:
-                self._loading.pop(target_model, None)
-            raise
-        with self._lock:
-            self._loading.pop(target_model, None)
-            evicted = self._lru.add(target_model, size)
-            for victim in evicted:
-                self._schedule_unload(victim)
-        if evicted:
-            logger.info(
-                "endpoint %s: unloading %s to stay within the memory budget",
-                self.endpoint_name,
-                ", ".join(evicted),
+            alias = triton_model_name(target_model)
+            status, headers, answer = triton.invoke(
+                model_hash, alias, body, content_type, timeout=self._invoke_timeout
             )
+        except LocalStackError as exc:
+            return self.forward_failed(triton, exc)
+        finally:
+            self.release(target_model)
+        return self.answer(target_model, status, headers.get("content-type", ""), answer)
 
-    def _release(self, target_model: str) -> None:
+    def fast_path(self, target_model: str) -> FastPath | None:
+        """The server and hash to forward ``target_model``'s request to, when it is loaded, under its own
+        name, on a healthy server; one request is counted on it (:meth:`release` when done).
+
+        ``None`` when the request needs :meth:`invoke` (a load, a restart, an alias).
+        """
+        with self._lock:
+            triton = self._triton
+            port = triton.port
+            if (
+                self._restarting is not None
+                or port is None
+                or triton_model_name(target_model) != target_model
+                or not self._lru.touch(target_model)
+            ):
+                return None
+            self._in_flight[target_model] += 1
+        return FastPath(triton, port, target_model_hash(target_model))
+
+    def release(self, target_model: str) -> None:
+        """The request counted on ``target_model`` is done."""
         with self._lock:
             self._in_flight[target_model] -= 1
             if self._in_flight[target_model] <= 0:
                 del self._in_flight[target_model]
                 self._idle.notify_all()
 
-    def _model_root(self, model_hash: str) -> Path:
-        return self._workdir / "models" / model_hash
+    def answer(self, target_model: str, status: int, content_type: str, body: bytes) -> RuntimeResponse:
+        """The InvokeEndpoint answer for Triton's answer to a request for ``target_model``."""
+        alias = triton_model_name(target_model)
+        if 200 <= status < 300:
+            content = content_type or "application/octet-stream"
+            if alias != target_model:
+                body, content = rename_in_response(body, content, alias, target_model)
+            return success(body, content, self.models.variant_name)
+        return self._model_error(status, self._messages(target_model).body(body))
 
-    def _load(self, target_model: str, model_hash: str) -> int:
-        """Download, extract, adapt and load ``target_model``; return the on-disk size of what it loaded."""
-        root = self._model_root(model_hash)
-        shutil.rmtree(root, ignore_errors=True)
-        root.mkdir(parents=True)
-        try:
-            archive = root / "archive"
-            self._download(target_model, archive)
-            extracted = safe_extract(archive, root / "model")
-            archive.unlink()
-            if self._adapt is not None:
-                changes = self._adapt(extracted.path)
-                if changes:
-                    logger.warning(
-                        "endpoint %s: %s targets a GPU; serving an adapted copy on the CPU: %s",
-                        self.endpoint_name,
-                        target_model,
-                        "; ".join(changes),
-                    )
-            self._triton_load(model_hash, extracted.path, target_model)
-        except BaseException:
-            shutil.rmtree(root, ignore_errors=True)
-            raise
-        with self._lock:
-            self.loads += 1
-        return directory_size(extracted.path)  # after adaptation: the bytes Triton actually loaded
+    def forward_failed(self, triton: TritonLike, exc: LocalStackError) -> RuntimeResponse:
+        """The answer when ``triton`` could not be reached: if it exited, it is being replaced.
 
-    def _triton_load(self, model_hash: str, path: Path, target_model: str) -> None:
-        from mme_triton.local.triton import TritonLoadError
+        A killed server's connections close a moment before the process can be reaped, so a server
+        that still looks alive is answered the same way (the watcher notices the exit within a second).
+        """
+        code = triton.returncode
+        if code is None:
+            logger.error("endpoint %s: %s", self.endpoint_name, exc)
+            return service_unavailable(
+                f"The model container of endpoint {self.endpoint_name} did not answer ({exc}). Retry the "
+                "request."
+            )
+        if self._replace is None:
+            return internal_failure(f"the Triton server of endpoint {self.endpoint_name} exited ({code})")
+        self._begin_restart(triton)
+        return service_unavailable(self._replacing_message(code))
 
-        try:
-            self.triton.load(model_hash, path, target_model, timeout=self._load_timeout)
-            return
-        except TritonLoadError as exc:
-            if exc.status != 507:
-                raise _LoadFailed(exc.status, exc.message) from exc
-            first = exc
-        # 507: Triton is out of memory. Like SageMaker, unload the other models and try once more.
-        logger.warning(
-            "endpoint %s: out of memory loading %s; unloading the others", self.endpoint_name, target_model
+    # -- internals: loading ------------------------------------------------------------------------
+
+    def _replacing_message(self, code: int | None) -> str:
+        return (
+            f"The model container of endpoint {self.endpoint_name} exited (status {code}) and is being "
+            "replaced; its models load again on the next requests. Retry the request."
         )
-        with self._lock:
-            for victim in self._lru.clear():
-                self._schedule_unload(victim)
-        self.wait_for_unloads(timeout=self._unload_timeout + 5)
-        try:
-            self.triton.load(model_hash, path, target_model, timeout=self._load_timeout)
-        except TritonLoadError as exc:
-            raise _LoadFailed(exc.status, exc.message) from first
 
-    def _download(self, target_model: str, destination: Path) -> None:
+    def _model_error(self, status: int, body: bytes) -> RuntimeResponse:
+        return model_error(
+            status, body, endpoint_name=self.endpoint_name, region=self._region, account_id=self._account_id
+        )
+
+    def _messages(self, target_model: str) -> Messages:
+        return Messages(
+            target_model=target_model,
+            alias=triton_model_name(target_model),
+            root=self._model_root(target_model_hash(target_model)),
+            scratch=self._workdir,
+        )
+
+    def _location(self, target_model: str) -> tuple[str, str]:
+        bucket, prefix = parse_s3_url(self.models.model_data_url)
+        return bucket, prefix + target_model
+
+    def _acquire(self, target_model: str, deadline: float) -> tuple[str, TritonLike]:
+        """Make sure ``target_model`` is loaded and count one request on it; return its hash and server.
+
+        The download and load run on the endpoint's loader threads; concurrent first requests share one.
+        A request waits for it (and for a restart under way) until ``deadline``, then gets
+        ``ModelNotReadyException`` while the load goes on, as SageMaker answers within 60 s and keeps
+        loading for up to 360 s.
+        """
+        model_hash = target_model_hash(target_model)
+        while True:
+            with self._lock:
+                restarting = self._restarting
+                waiting: Future[None]
+                if restarting is not None:
+                    waiting = restarting
+                else:
+                    triton = self._triton
+                    if self._lru.touch(target_model):
+                        self._in_flight[target_model] += 1
+                        return model_hash, triton
+                    pending = self._loading.get(target_model)
+                    if pending is None:
+                        pending = self._loader.submit(
+                            self._load_and_hold, target_model, self._generation, triton
+                        )
+                        self._loading[target_model] = pending
+                    self._waiting[target_model] += 1
+                    waiting = pending
+            try:
+                # a failed load (or restart) is this request's failure too
+                waiting.result(timeout=max(0.0, deadline - time.monotonic()))
+            except FutureTimeoutError:
+                if restarting is not None:
+                    raise _Replacing(self._replacing_message(None)) from None
+                if self._took_hold(target_model):
+                    self.release(target_model)  # the load finished just now; this request gave up
+                raise _NotReady(target_model) from None
+            except BaseException:
+                if restarting is None:
+                    self._took_hold(target_model)
+                raise
+            if restarting is None and self._took_hold(target_model):
+                return model_hash, triton
+            # not held (the server was replaced meanwhile): take it through the LRU again
+
+    def _took_hold(self, target_model: str) -> bool:
+        """After waiting for a load: take the hold it handed this request, if any (else stop waiting)."""
+        with self._lock:
+            if self._granted[target_model] > 0:
+                self._granted[target_model] -= 1
+                if self._granted[target_model] <= 0:
+                    del self._granted[target_model]
+                return True
+            if self._waiting[target_model] > 0:
+                self._waiting[target_model] -= 1
+            if self._waiting[target_model] <= 0:
+                del self._waiting[target_model]
+            return False
+
+    def _download(self, target_model: str) -> Any:
+        """The S3 object's body, a stream (the archive is extracted as it arrives, never stored)."""
         from botocore.exceptions import ClientError
 
         bucket, key = self._location(target_model)
@@ -368,62 +461,31 @@ class EndpointRuntime:
             if code in ("NoSuchKey", "NoSuchBucket", "404", "403", "AccessDenied"):
                 raise ModelDataNotFoundError(bucket, key) from exc
             raise LocalStackError(f"cannot download s3://{bucket}/{key}: {exc}") from exc
-        stream = response["Body"]
-        try:
-            with destination.open("wb") as out:
-                for chunk in iter(lambda: stream.read(_COPY_CHUNK), b""):
-                    out.write(chunk)
-        finally:
-            stream.close()
-
-    def _schedule_unload(self, target_model: str) -> None:
-        """Queue the unload of an evicted model (caller holds the lock)."""
-        self._unloading[target_model] = future = self._unloader.submit(self._unload, target_model)
-
-        def forget(done: Future[None]) -> None:
-            with self._lock:
-                if self._unloading.get(target_model) is done:
-                    del self._unloading[target_model]
-
-        future.add_done_callback(forget)
-
-    def _unload(self, target_model: str) -> None:
-        model_hash = target_model_hash(target_model)
-        with self._idle:
-            self._idle.wait_for(lambda: self._in_flight[target_model] <= 0, timeout=self._unload_timeout)
-        try:
-            self.triton.unload(model_hash, target_model=target_model, timeout=self._unload_timeout)
-            logger.info("endpoint %s: unloaded %s", self.endpoint_name, target_model)
-        except LocalStackError as exc:
-            logger.warning("endpoint %s: unloading %s failed: %s", self.endpoint_name, target_model, exc)
-        finally:
-            shutil.rmtree(self._model_root(model_hash), ignore_errors=True)
+        body = response["Body"]
+        size = int(response.get("ContentLength") or 0)
+        if size > self._limits.max_bytes:
+            body.close()
+            raise ModelArchiveError(
+                f"the archive is {human_size(size)} compressed, more than the "
+                f"{human_size(self._limits.max_bytes)} it may unpack to, {self._limits.max_bytes_source}"
+            )
+        return body
 
 
 class _NotReady(Exception):
     """The model's download and load took longer than a request waits for it."""
 
 
-class _LoadFailed(Exception):
-    """Triton refused to load a model (or the stack cannot run it); answered as a ModelError."""
-
-    def __init__(self, status: int, message: str) -> None:
-        self.status = status
-        self.body = json.dumps({"error": message}).encode()
-        super().__init__(message)
+class _Replacing(Exception):
+    """The endpoint's Triton is being started again and was not ready in time."""
 
 
 def gpu_adapter() -> Callable[[Path], list[str]]:
-    """Adapts an extracted model for the CPU (see :mod:`mme_triton.local.adapt`); refuses GPU-only ones."""
-    from mme_triton.local.adapt import GPUModelError, adapt_for_cpu
+    """Adapts an extracted model for the CPU (see :mod:`mme_triton.local.adapt`); refuses GPU-only ones
+    with :class:`~mme_triton.local.adapt.GPUModelError`."""
+    from mme_triton.local.adapt import adapt_for_cpu
 
     def adapt(model_dir: Path) -> list[str]:
-        try:
-            return list(adapt_for_cpu(model_dir))
-        except GPUModelError as exc:
-            raise _LoadFailed(400, str(exc)) from exc
+        return list(adapt_for_cpu(model_dir))
 
     return adapt
-
-
-# Arguments that would bind fixed ports (two stacks could not run side by side) stay the stack's choice.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 
 __all__ = ["DEFAULT_MEMORY_BUDGET", "ModelLRU"]
 
@@ -58,21 +59,36 @@ class ModelLRU:
         self._sizes.move_to_end(name)
         return True
 
-    def add(self, name: str, size: int) -> list[str]:
+    def add(self, name: str, size: int, *, keep: Callable[[str], bool] | None = None) -> list[str]:
         """Hold ``name`` (most recently used) and return the models evicted to make room, oldest first.
 
-        The model just added is never evicted, even when it alone is over the budget.
+        The model just added is never evicted, even when it alone is over the budget; nor is a model
+        ``keep`` says is in use (the budget is then kept once it no longer is, at a later ``add``).
         """
         if size < 0:
             raise ValueError("size must be >= 0")
         self._sizes[name] = size
         self._sizes.move_to_end(name)
         evicted: list[str] = []
-        while len(self._sizes) > 1 and self._over():
-            oldest = next(iter(self._sizes))
-            del self._sizes[oldest]
-            evicted.append(oldest)
+        while self._over():
+            victim = next((n for n in self._sizes if n != name and not (keep is not None and keep(n))), None)
+            if victim is None:
+                break
+            del self._sizes[victim]
+            evicted.append(victim)
         return evicted
+
+    def resize(self, name: str, size: int) -> bool:
+        """Set the size of ``name`` (measured again) without marking it used; ``False`` if not held.
+
+        Nothing is evicted here: the next :meth:`add` keeps the budget with the new sizes.
+        """
+        if size < 0:
+            raise ValueError("size must be >= 0")
+        if name not in self._sizes:
+            return False
+        self._sizes[name] = size
+        return True
 
     def remove(self, name: str) -> bool:
         """Forget ``name``; ``False`` when it was not held."""

@@ -1,7 +1,10 @@
-"""Reading a running Triton's processes from ``/proc`` (Linux): its stubs and their resident memory.
+"""Reading a running Triton's processes from ``/proc`` (Linux): its stubs, their memory, their shared memory.
 
 Every python-backend model instance (the stack's onnxruntime and pytorch backends included) runs in its
-own stub process, a child of ``tritonserver``; their memory is what loaded models cost.
+own stub process, a child of ``tritonserver``, with a shared-memory region of its own in ``/dev/shm``
+(named ``<shm-region-prefix-name><uuid>``); their memory is what loaded models cost. The anonymous resident
+memory of a stub (its Python objects, the model's weights) is counted, not the pages of shared libraries
+(the page cache holds those once for every stub), and a region by the pages it has allocated.
 """
 
 from __future__ import annotations
@@ -10,7 +13,20 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PAGE_SIZE", "StubProcess", "children", "rss", "stub_processes"]
+__all__ = [
+    "PAGE_SIZE",
+    "SHM_DIR",
+    "StubProcess",
+    "anon_rss",
+    "children",
+    "remove_shm_regions",
+    "rss",
+    "shm_allocated",
+    "shm_regions",
+    "stub_processes",
+]
+
+SHM_DIR = Path("/dev/shm")
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -26,6 +42,17 @@ class StubProcess:
     """The model file Triton started it for (``<model_dir>/<model>/<version>/model.onnx``)."""
     rss_bytes: int
     """Resident memory, read from ``/proc/<pid>/statm``."""
+    anon_bytes: int = 0
+    """Anonymous resident memory (``RssAnon``): what the stub holds beyond shared libraries."""
+    shm_region: str = ""
+    """The name of its shared-memory region in ``/dev/shm``."""
+    shm_bytes: int = 0
+    """Bytes that region has allocated."""
+
+    @property
+    def memory_bytes(self) -> int:
+        """What the model instance costs: anonymous resident memory plus its shared-memory region."""
+        return self.anon_bytes + self.shm_bytes
 
 
 def stub_processes(pid: int) -> list[StubProcess]:
@@ -41,15 +68,71 @@ def stub_processes(pid: int) -> list[StubProcess]:
         # argv: stub, model file, shm region, shm default size, shm growth, parent pid, python
         # backend dir, ipc handle, instance name, runtime dir
         text = [a.decode("utf-8", "replace") for a in argv]
+        region = text[2] if len(text) > 2 else ""
         found.append(
             StubProcess(
                 pid=child,
                 model=text[8] if len(text) > 8 else "",
                 model_path=text[1] if len(text) > 1 else "",
                 rss_bytes=rss(child),
+                anon_bytes=anon_rss(child),
+                shm_region=region,
+                shm_bytes=shm_allocated(region),
             )
         )
     return found
+
+
+def anon_rss(pid: int) -> int:
+    """``RssAnon`` of ``pid`` in bytes (0 when it cannot be read)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    return 0
+
+
+def shm_allocated(name: str) -> int:
+    """Bytes allocated by the shared-memory object ``name`` in ``/dev/shm`` (0 when there is none)."""
+    if not name or "/" in name:
+        return 0
+    try:
+        return (SHM_DIR / name).stat().st_blocks * 512
+    except OSError:
+        return 0
+
+
+def shm_regions(prefix: str) -> dict[str, int]:
+    """The shared-memory objects whose names start with ``prefix``, with the bytes each has allocated."""
+    found: dict[str, int] = {}
+    if not prefix:
+        return found
+    try:
+        entries = list(SHM_DIR.iterdir())
+    except OSError:
+        return found
+    for entry in entries:
+        if entry.name.startswith(prefix):
+            found[entry.name] = shm_allocated(entry.name)
+    return found
+
+
+def remove_shm_regions(prefix: str) -> int:
+    """Remove the shared-memory objects whose names start with ``prefix``; return how many.
+
+    A python-backend stub and its server remove their region when they stop cleanly; after a crash the
+    regions stay behind, holding their memory, until someone removes them.
+    """
+    removed = 0
+    for name in shm_regions(prefix):
+        try:
+            (SHM_DIR / name).unlink()
+            removed += 1
+        except OSError:
+            continue
+    return removed
 
 
 def rss(pid: int) -> int:

@@ -30,6 +30,7 @@ __all__ = [
     "not_multi_model",
     "payload_too_large",
     "request_id",
+    "service_unavailable",
     "success",
     "validation_error",
 ]
@@ -137,6 +138,14 @@ def model_not_ready(target_model: str, waited: float) -> RuntimeResponse:
 def internal_failure(message: str) -> RuntimeResponse:
     """An ``InternalFailure`` (HTTP 500): the stack itself failed (e.g. its Triton died)."""
     return error_response(500, "InternalFailure", {"Message": message})
+
+
+def service_unavailable(message: str) -> RuntimeResponse:
+    """A ``ServiceUnavailable`` (HTTP 503): the endpoint's container is being replaced; retry.
+
+    botocore retries it (in its default ``legacy`` and its ``standard`` retry modes) before raising.
+    """
+    return error_response(503, "ServiceUnavailable", {"Message": message})
 
 
 def model_error(

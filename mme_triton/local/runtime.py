@@ -41,6 +41,15 @@ from mme_triton.local.endpoint_runtime import (
     EndpointRuntime,
     gpu_adapter,
 )
+from mme_triton.local.extract import ExtractLimits
+from mme_triton.local.limits import (
+    DEFAULT_MAX_COMPRESSION_RATIO,
+    DEFAULT_MAX_MEMBERS,
+    DEFAULT_MAX_UNPACKED_BYTES,
+    DEFAULT_SHM_LIMIT,
+    GiB,
+    check_limits,
+)
 from mme_triton.local.lru import DEFAULT_MEMORY_BUDGET, ModelLRU
 from mme_triton.local.responses import (
     RuntimeResponse,
@@ -89,6 +98,12 @@ class InvocationRuntime:
         log_verbose: Triton's ``--log-verbose`` level for the default factory's servers.
         ready_timeout: seconds a request waits for its model's download and load; after that it is
             answered ``ModelNotReadyException`` while the load goes on (SageMaker: 60 s).
+        shm_limit: ceiling on the python backend's shared-memory settings (bytes per model instance;
+            see :mod:`mme_triton.local.limits`) for the default factory's servers.
+        max_unpacked_bytes: what one archive may unpack to; ``None``: the production variant's
+            ``VolumeSizeInGB`` when set, else 16 GiB. A number is a ceiling on that too.
+        max_archive_members: entries one archive may hold.
+        max_compression_ratio: how many times an archive may expand.
 
     Example:
         >>> runtime = InvocationRuntime(workdir=Path("/tmp/rt"))  # doctest: +SKIP
@@ -108,10 +123,24 @@ class InvocationRuntime:
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         log_verbose: int = 0,
         ready_timeout: float = DEFAULT_READY_TIMEOUT,
+        shm_limit: int = DEFAULT_SHM_LIMIT,
+        max_unpacked_bytes: int | None = None,
+        max_archive_members: int = DEFAULT_MAX_MEMBERS,
+        max_compression_ratio: float = DEFAULT_MAX_COMPRESSION_RATIO,
     ) -> None:
         ModelLRU(budget_bytes=memory_budget, max_models=max_models)  # validates both
         if ready_timeout <= 0:
             raise ValueError("ready_timeout must be > 0 seconds")
+        check_limits(
+            shm_limit=shm_limit,
+            max_unpacked_bytes=max_unpacked_bytes,
+            max_archive_members=max_archive_members,
+            max_compression_ratio=max_compression_ratio,
+        )
+        self.shm_limit = shm_limit
+        self.max_unpacked_bytes = max_unpacked_bytes
+        self.max_archive_members = max_archive_members
+        self.max_compression_ratio = max_compression_ratio
         self.workdir = Path(workdir)
         self.region = region
         self.account_id = account_id
@@ -119,7 +148,9 @@ class InvocationRuntime:
         self.max_models = max_models
         self.max_payload_bytes = max_payload_bytes
         self.ready_timeout = ready_timeout
-        self._triton_factory = triton_factory or default_triton_factory(log_verbose=log_verbose)
+        self._triton_factory = triton_factory or default_triton_factory(
+            log_verbose=log_verbose, shm_limit=shm_limit
+        )
         self._adapt_gpu_configs = adapt_gpu_configs
         self._endpoints: dict[str, EndpointRuntime] = {}
         self._lock = threading.Lock()
@@ -190,6 +221,9 @@ class InvocationRuntime:
             region=self.region,
             account_id=self.account_id,
             adapt=gpu_adapter() if self._adapt_gpu_configs else None,
+            # the same server, started again: its settings (and warnings) were decided once
+            replace=lambda _generation: triton,
+            limits=self._limits(models),
             ready_timeout=self.ready_timeout,
         )
         with self._lock:
@@ -245,6 +279,25 @@ class InvocationRuntime:
         for stopper in stoppers:
             stopper.join()
 
+    def _limits(self, models: EndpointModels) -> ExtractLimits:
+        """What one archive of the endpoint may unpack to: its volume, within the stack's ceiling."""
+        limit = self.max_unpacked_bytes
+        source = "the stack's limit (max_unpacked_bytes)"
+        if models.volume_size_gb:
+            volume = models.volume_size_gb * GiB
+            if limit is None or volume <= limit:
+                limit = volume
+                source = f"the endpoint's VolumeSizeInGB ({models.volume_size_gb})"
+        if limit is None:
+            limit = DEFAULT_MAX_UNPACKED_BYTES
+            source = "the stack's default limit (max_unpacked_bytes)"
+        return ExtractLimits(
+            max_bytes=limit,
+            max_members=self.max_archive_members,
+            max_ratio=self.max_compression_ratio,
+            max_bytes_source=source,
+        )
+
     def _resolve(self, endpoint_name: str, description: Mapping[str, Any]) -> EndpointModels:
         """Endpoint -> EndpointConfig -> Model: the ModelDataUrl, Environment and variant it serves.
 
@@ -285,6 +338,7 @@ class InvocationRuntime:
             environment=dict(container.get("Environment") or {}),
             variant_name=variant.get("VariantName", "AllTraffic"),
             mode=mode,
+            volume_size_gb=int(variant["VolumeSizeInGB"]) if variant.get("VolumeSizeInGB") else None,
         )
 
     # -- the HTTP route ----------------------------------------------------------------------------

@@ -2,14 +2,29 @@
 
 Inside a SageMaker Triton container, ``serve`` turns the model's ``Environment`` into ``tritonserver``
 arguments and environment variables, then starts the server with its SageMaker front-end. The embedded
-stack starts each endpoint's Triton the same way: :func:`serve_args` derives the arguments the script
-would pass, :func:`serve_environment` the variables the front-end reads from its own environment, and
-:func:`local_serve_args` keeps what can run on a shared machine.
+stack starts each endpoint's Triton the same way, with the script's rules rather than the library's
+stricter ones (which :func:`~mme_triton.endpoint.environment.validate_environment` applies before a
+deploy):
+
+- the script reads the ``SAGEMAKER_TRITON_*`` variables it knows, each only when it is set and not empty,
+  and ignores every other ``SAGEMAKER_TRITON_*`` name;
+- ``SAGEMAKER_TRITON_DEFAULT_MODEL_NAME`` is read in single-model mode only;
+- it refuses one value itself, a ``SAGEMAKER_TRITON_INFERENCE_TYPE`` other than ``infer``, ``generate``
+  or ``generate_stream`` (the container exits); every other value goes to ``tritonserver`` as it is, and
+  ``tritonserver`` refuses what it cannot parse;
+- the other variables of the Environment are the container's process environment, which Triton and its
+  python models see.
+
+:func:`serve_plan` derives all of that; :func:`default_triton_factory` builds an endpoint's server from it,
+within the stack's limits (:mod:`mme_triton.local.limits`).
 """
 
 from __future__ import annotations
 
+import logging
+import warnings
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mme_triton.endpoint.environment import (
@@ -17,9 +32,11 @@ from mme_triton.endpoint.environment import (
     ALLOW_GRPC,
     ALLOW_METRICS,
     BUFFER_MANAGER_THREAD_COUNT,
+    DEFAULT_MODEL_NAME,
     DISABLE_MODEL_NAMESPACING,
     GRPC_PORT,
     INFERENCE_TYPE,
+    KNOWN_VARIABLES,
     LOG_ERROR,
     LOG_INFO,
     LOG_VERBOSE,
@@ -32,120 +49,182 @@ from mme_triton.endpoint.environment import (
     SHM_GROWTH_BYTE_SIZE,
     TENSORFLOW_VERSION,
     THREAD_COUNT,
-    validate_environment,
 )
-from mme_triton.errors import LocalStackError
+from mme_triton.errors import LocalStackError, MMETritonWarning
 from mme_triton.local.endpoint_runtime import TritonLike
+from mme_triton.local.limits import DEFAULT_SHM_LIMIT, bound_triton_args
 
-__all__ = ["TritonFactory", "default_triton_factory", "local_serve_args", "serve_args", "serve_environment"]
+__all__ = [
+    "ContainerExitError",
+    "ServePlan",
+    "TritonFactory",
+    "default_triton_factory",
+    "serve_args",
+    "serve_environment",
+    "serve_plan",
+]
+
+logger = logging.getLogger(__name__)
 
 TritonFactory = Callable[[str, Mapping[str, str], Path], TritonLike]
 """(endpoint name, the model's Environment, a scratch directory) -> an unstarted Triton server."""
 
+_INFERENCE_TYPES = ("infer", "generate", "generate_stream")
+# Set by SageMaker's platform (or by the stack, which picks the port) and by the stack for Triton itself.
+_STACK_VARIABLES = {
+    "SAGEMAKER_MULTI_MODEL": "the stack serves multi-model endpoints",
+    "SAGEMAKER_BIND_TO_PORT": "the stack picks the port",
+    "SAGEMAKER_SAFE_PORT_RANGE": "the stack picks the port",
+    "PATH": "the stack sets it for Triton's python stubs",
+    "LD_LIBRARY_PATH": "the stack sets it for Triton's python stubs",
+}
 
-def serve_args(environment: Mapping[str, str], *, gpu_count: int = 0) -> list[str]:
-    """The ``tritonserver`` arguments the container's serve script derives from ``environment``.
 
-    Multi-model mode, in the script's order, including its defaults (model namespacing on, gRPC and
-    metrics off, verbose logging, 16 MiB / 1 MiB python-backend shared memory). Not included, because
-    the caller chooses them: ``--model-repository``, the SageMaker port (``--sagemaker-port``, from
-    ``SAGEMAKER_BIND_TO_PORT``), and the fixed ``--allow-sagemaker=true --allow-http=false
-    --model-control-mode=explicit``. ``SAGEMAKER_TRITON_MODEL_LOAD_GPU_LIMIT`` gives one
-    ``--model-load-gpu-limit`` per GPU, so it needs ``gpu_count``.
+class ContainerExitError(LocalStackError):
+    """The container's serve script refuses the Environment and exits: the endpoint goes ``Failed``."""
+
+
+@dataclass(frozen=True)
+class ServePlan:
+    """What the serve script makes of an Environment in multi-model mode."""
+
+    args: list[str]
+    """The ``tritonserver`` arguments, in the script's order (without ``--model-repository`` and the
+    SageMaker port, which the caller chooses)."""
+    env: dict[str, str]
+    """The variables the server process gets on top of its own environment."""
+    ignored: list[str] = field(default_factory=list)
+    """One line per variable the script does not act on, saying why."""
+
+
+def _set(environment: Mapping[str, str], name: str) -> str | None:
+    """The script's ``[ -n "$NAME" ]``: a variable set to the empty string counts as unset."""
+    value = environment.get(name)
+    return value if value else None
+
+
+def serve_plan(environment: Mapping[str, str], *, gpu_count: int = 0) -> ServePlan:
+    """The serve script's ``tritonserver`` arguments and process environment for ``environment``.
+
+    Multi-model mode, in the script's order, with its defaults (model namespacing on, gRPC and metrics
+    off, verbose logging, 16 MiB / 1 MiB python-backend shared memory).
+    ``SAGEMAKER_TRITON_MODEL_LOAD_GPU_LIMIT`` gives one ``--model-load-gpu-limit`` per GPU, so it needs
+    ``gpu_count``.
 
     Raises:
-        ValueError: the environment is invalid (see :func:`validate_environment`).
+        ContainerExitError: the script refuses the Environment (an invalid
+            ``SAGEMAKER_TRITON_INFERENCE_TYPE``), with the script's own message.
 
-    Example::
-
-        >>> serve_args({"SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": "33554432"})[-2]
-        '--backend-config=python,shm-default-byte-size=33554432'
+    Example:
+        >>> plan = serve_plan({"SAGEMAKER_TRITON_MAX_BATCH_DELAY": "1000"})
+        >>> plan.ignored
+        ['SAGEMAKER_TRITON_MAX_BATCH_DELAY: the serve script does not read it']
     """
-    env = validate_environment(environment)
-    args: list[str] = [f"--model-namespacing={env.get(DISABLE_MODEL_NAMESPACING, 'true')}"]
-    args.append(f"--allow-grpc={env.get(ALLOW_GRPC, 'false')}")
-    args.append(f"--allow-metrics={env.get(ALLOW_METRICS, 'false')}")
-    if METRICS_PORT in env:
-        args.append(f"--metrics-port={env[METRICS_PORT]}")
-    if GRPC_PORT in env:
-        args.append(f"--grpc-port={env[GRPC_PORT]}")
-    if BUFFER_MANAGER_THREAD_COUNT in env:
-        args.append(f"--buffer-manager-thread-count={env[BUFFER_MANAGER_THREAD_COUNT]}")
-    if THREAD_COUNT in env:
-        args.append(f"--sagemaker-thread-count={env[THREAD_COUNT]}")
-    args.append(f"--log-verbose={env.get(LOG_VERBOSE, 'true')}")
+    env = environment
+    args: list[str] = [f"--model-namespacing={_set(env, DISABLE_MODEL_NAMESPACING) or 'true'}"]
+    args.append(f"--allow-grpc={_set(env, ALLOW_GRPC) or 'false'}")
+    args.append(f"--allow-metrics={_set(env, ALLOW_METRICS) or 'false'}")
+    for name, option in (
+        (METRICS_PORT, "--metrics-port"),
+        (GRPC_PORT, "--grpc-port"),
+        (BUFFER_MANAGER_THREAD_COUNT, "--buffer-manager-thread-count"),
+        (THREAD_COUNT, "--sagemaker-thread-count"),
+    ):
+        if _set(env, name):
+            args.append(f"{option}={env[name]}")
+    args.append(f"--log-verbose={_set(env, LOG_VERBOSE) or 'true'}")
     for name, option in (
         (LOG_INFO, "--log-info"),
         (LOG_WARNING, "--log-warning"),
         (LOG_ERROR, "--log-error"),
     ):
-        if name in env:
+        if _set(env, name):
             args.append(f"{option}={env[name]}")
-    args.append(f"--backend-config=python,shm-default-byte-size={env.get(SHM_DEFAULT_BYTE_SIZE, '16777216')}")
-    args.append(f"--backend-config=python,shm-growth-byte-size={env.get(SHM_GROWTH_BYTE_SIZE, '1048576')}")
-    if TENSORFLOW_VERSION in env:
+    args.append(
+        f"--backend-config=python,shm-default-byte-size={_set(env, SHM_DEFAULT_BYTE_SIZE) or '16777216'}"
+    )
+    args.append(
+        f"--backend-config=python,shm-growth-byte-size={_set(env, SHM_GROWTH_BYTE_SIZE) or '1048576'}"
+    )
+    if _set(env, TENSORFLOW_VERSION):
         args.append(f"--backend-config=tensorflow,version={env[TENSORFLOW_VERSION]}")
-    if MODEL_LOAD_GPU_LIMIT in env:
+    if _set(env, MODEL_LOAD_GPU_LIMIT):
         for gpu in range(gpu_count):
             args += ["--model-load-gpu-limit", f"{gpu}:{env[MODEL_LOAD_GPU_LIMIT]}"]
-    if ADDITIONAL_ARGS in env:
+    if _set(env, ADDITIONAL_ARGS):
         args += env[ADDITIONAL_ARGS].split()
-    return args
+
+    inference_type = _set(env, INFERENCE_TYPE)
+    if inference_type is not None and inference_type not in _INFERENCE_TYPES:
+        raise ContainerExitError(
+            f"ERROR: Invalid {INFERENCE_TYPE} '{inference_type}'\n"
+            f"       Must be one of: {', '.join(_INFERENCE_TYPES)}"
+        )
+
+    # The container's process environment is the Environment: Triton and its python models see it.
+    process_env = {name: value for name, value in env.items() if name not in _STACK_VARIABLES}
+    process_env["SAGEMAKER_MULTI_MODEL"] = "true"
+    process_env[PING_MODE] = _set(env, OVERRIDE_PING_MODE) or "live"
+    ignored: list[str] = []
+    for name in env:
+        if name == DEFAULT_MODEL_NAME:
+            ignored.append(f"{name}: the serve script reads it in single-model mode only")
+        elif name.startswith("SAGEMAKER_TRITON_") and name not in KNOWN_VARIABLES:
+            ignored.append(f"{name}: the serve script does not read it")
+        elif name in _STACK_VARIABLES:
+            ignored.append(f"{name}: {_STACK_VARIABLES[name]}")
+    return ServePlan(args=args, env=process_env, ignored=ignored)
+
+
+def serve_args(environment: Mapping[str, str], *, gpu_count: int = 0) -> list[str]:
+    """The ``tritonserver`` arguments of :func:`serve_plan`.
+
+    Example:
+        >>> serve_args({"SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": "33554432"})[-2]
+        '--backend-config=python,shm-default-byte-size=33554432'
+    """
+    return serve_plan(environment, gpu_count=gpu_count).args
 
 
 def serve_environment(environment: Mapping[str, str]) -> dict[str, str]:
-    """The variables Triton's SageMaker front-end reads from its own process environment (MME mode).
+    """The variables the server process gets: ``SAGEMAKER_MULTI_MODEL=true``, the ping mode the script
+    settles on (``live`` unless ``SAGEMAKER_TRITON_OVERRIDE_PING_MODE`` says otherwise),
+    ``SAGEMAKER_TRITON_INFERENCE_TYPE`` when set, and the Environment's other variables."""
+    return serve_plan(environment).env
 
-    ``SAGEMAKER_MULTI_MODEL=true``, the ping mode the script settles on (``live`` unless
-    ``SAGEMAKER_TRITON_OVERRIDE_PING_MODE`` says otherwise) and ``SAGEMAKER_TRITON_INFERENCE_TYPE`` when
-    set — to be added to the environment of a locally started ``tritonserver``.
+
+def default_triton_factory(
+    *, log_verbose: int = 0, startup_timeout: float = 60.0, shm_limit: int = DEFAULT_SHM_LIMIT
+) -> TritonFactory:
+    """Builds each endpoint's :class:`~mme_triton.local.triton.TritonServer` as the serve script would,
+    within the stack's limits (``shm_limit``: see :func:`~mme_triton.local.limits.bound_triton_args`).
+
+    ``--log-verbose`` follows ``SAGEMAKER_TRITON_LOG_VERBOSE`` when the Environment sets it, else
+    ``log_verbose`` (not the script's default verbose logging).
     """
-    env = validate_environment(environment)
-    result = {
-        "SAGEMAKER_MULTI_MODEL": "true",
-        PING_MODE: env.get(OVERRIDE_PING_MODE, "live"),
-    }
-    if INFERENCE_TYPE in env:
-        result[INFERENCE_TYPE] = env[INFERENCE_TYPE]
-    return result
-
-
-_PORT_ARGS = ("--allow-grpc", "--grpc-port", "--allow-metrics", "--metrics-port")
-
-
-def local_serve_args(environment: Mapping[str, str]) -> list[str]:
-    """The serve script's ``tritonserver`` arguments for ``environment``, as the embedded stack uses them.
-
-    Everything :func:`serve_args` derives is kept (python-backend shared
-    memory, thread counts, log levels ...) except the gRPC and metrics endpoints, which would bind fixed
-    ports, and the serve script's default verbose logging: ``--log-verbose`` is kept only when the
-    Environment sets ``SAGEMAKER_TRITON_LOG_VERBOSE`` (otherwise the stack's ``log_verbose`` applies).
-    """
-    args = serve_args(environment)
-    kept = []
-    for arg in args:
-        option = arg.split("=", 1)[0]
-        if option in _PORT_ARGS or (option == "--log-verbose" and LOG_VERBOSE not in environment):
-            continue
-        kept.append(arg)
-    return kept
-
-
-def default_triton_factory(*, log_verbose: int = 0, startup_timeout: float = 60.0) -> TritonFactory:
-    """Builds each endpoint's :class:`~mme_triton.local.triton.TritonServer` as the serve script would."""
 
     def factory(endpoint_name: str, environment: Mapping[str, str], workdir: Path) -> TritonLike:
         from mme_triton.local.triton import TritonServer
 
-        try:
-            extra_args = local_serve_args(environment)
-            env = serve_environment(environment)
-        except ValueError as exc:
-            raise LocalStackError(f"the model's Environment is not valid: {exc}") from exc
+        plan = serve_plan(environment)
+        for line in plan.ignored:
+            logger.info("endpoint %s: ignoring %s", endpoint_name, line)
+        args = [
+            a
+            for a in plan.args
+            if not (a.startswith("--log-verbose=") and not _set(environment, LOG_VERBOSE))
+        ]
+        bounded = bound_triton_args(args, shm_limit=shm_limit)
+        for line in bounded.notes:
+            logger.info("endpoint %s: %s", endpoint_name, line)
+        for line in bounded.lowered:
+            message = f"endpoint {endpoint_name}: {line}"
+            logger.warning("%s", message)
+            warnings.warn(message, MMETritonWarning, stacklevel=2)
         return TritonServer(
             workdir=workdir,
-            extra_args=extra_args,
-            env=env,
+            extra_args=bounded.args,
+            env=plan.env,
             log_verbose=log_verbose,
             startup_timeout=startup_timeout,
         )

@@ -4,8 +4,10 @@
 
 - :class:`~mme_triton.local.controlplane.ControlPlane` — moto's server for S3, SageMaker, IAM, STS and
   Application Auto Scaling, with endpoint status transitions and ``UpdateEndpoint`` added;
-- :class:`~mme_triton.local.runtime.InvocationRuntime` — in front of moto's WSGI app, it answers
-  ``POST /endpoints/<name>/invocations`` the way SageMaker's runtime does for a multi-model endpoint;
+- :class:`~mme_triton.local.runtime.InvocationRuntime` — it answers ``POST /endpoints/<name>/invocations``
+  the way SageMaker's runtime does for a multi-model endpoint, on a port of its own
+  (:class:`~mme_triton.local.runtime_server.RuntimeServer`, where the stack's sessions send
+  ``sagemaker-runtime`` calls) and in front of moto's WSGI app (for clients that know one URL only);
 - one :class:`~mme_triton.local.triton.TritonServer` per in-service endpoint, started when the endpoint
   goes ``InService``, replaced after ``UpdateEndpoint`` and stopped by ``DeleteEndpoint``.
 
@@ -26,13 +28,21 @@ from typing import TYPE_CHECKING, Any
 
 from mme_triton.errors import LocalStackError
 from mme_triton.local.endpoint_runtime import DEFAULT_READY_TIMEOUT, EndpointRuntime
+from mme_triton.local.limits import (
+    DEFAULT_MAX_COMPRESSION_RATIO,
+    DEFAULT_MAX_MEMBERS,
+    DEFAULT_SHM_LIMIT,
+    check_limits,
+)
 from mme_triton.local.lru import DEFAULT_MEMORY_BUDGET
+from mme_triton.local.names import is_shell_safe
 from mme_triton.local.runtime import InvocationRuntime
 
 if TYPE_CHECKING:
     import boto3
 
     from mme_triton.local.controlplane import ControlPlane
+    from mme_triton.local.runtime_server import RuntimeServer
     from mme_triton.local.triton import TritonServer
 
 __all__ = ["DEFAULT_BUCKET_PREFIX", "LocalStack"]
@@ -61,8 +71,9 @@ class LocalStack:
 
     Parameters:
         region: the region the stack's sessions use.
-        memory_budget: bytes of extracted model files an endpoint keeps loaded before it unloads the least
-            recently used models (default 2 GiB; ``None``: no byte limit). See ``docs/local.md``.
+        memory_budget: bytes an endpoint's loaded models may hold (their model instances' resident and
+            shared memory, at least their extracted files) before the least recently used are unloaded
+            (default 2 GiB; ``None``: no byte limit). See ``docs/local.md``.
         max_models: how many models an endpoint keeps loaded at most (``None``: no count limit).
         workdir: where the scratch directory (Triton's files, extracted models) is created; default: the
             system's temporary directory. It is removed by :meth:`stop`.
@@ -72,6 +83,13 @@ class LocalStack:
             (SageMaker's 60 s by default); after that it is answered ``ModelNotReadyException`` while the
             load goes on, and a retry finds the model loaded.
         check_platform: refuse to start on a platform the Triton wheel cannot run on.
+        shm_limit: ceiling on the python backend's shared memory per model instance (default 64 MiB):
+            a larger ``SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE`` (AWS's samples set 16 GB) or
+            ``_GROWTH_BYTE_SIZE`` is lowered to it, with a warning.
+        max_unpacked_bytes: what one archive may unpack to; default: the production variant's
+            ``VolumeSizeInGB`` when set, else 16 GiB (a number is a ceiling on both).
+        max_archive_members: entries one archive may hold (default 10,000).
+        max_compression_ratio: how many times an archive may expand (default 200).
 
     Raises:
         UnsupportedPlatformError: from :meth:`start`, when this is not Linux x86_64 with glibc >= 2.35.
@@ -99,6 +117,10 @@ class LocalStack:
         log_verbose: int = 0,
         model_ready_timeout: float = DEFAULT_READY_TIMEOUT,
         check_platform: bool = True,
+        shm_limit: int = DEFAULT_SHM_LIMIT,
+        max_unpacked_bytes: int | None = None,
+        max_archive_members: int = DEFAULT_MAX_MEMBERS,
+        max_compression_ratio: float = DEFAULT_MAX_COMPRESSION_RATIO,
     ) -> None:
         if memory_budget is not None and memory_budget <= 0:
             raise ValueError("memory_budget must be > 0 bytes (or None for no byte limit)")
@@ -116,7 +138,18 @@ class LocalStack:
         self._log_verbose = log_verbose
         self._model_ready_timeout = model_ready_timeout
         self._check_platform = check_platform
+        check_limits(
+            shm_limit=shm_limit,
+            max_unpacked_bytes=max_unpacked_bytes,
+            max_archive_members=max_archive_members,
+            max_compression_ratio=max_compression_ratio,
+        )
+        self.shm_limit = shm_limit
+        self.max_unpacked_bytes = max_unpacked_bytes
+        self.max_archive_members = max_archive_members
+        self.max_compression_ratio = max_compression_ratio
         self._plane: ControlPlane | None = None
+        self._server: RuntimeServer | None = None
         self._runtime: InvocationRuntime | None = None
         self._workdir: Path | None = None
         self._role_arn: str | None = None
@@ -150,6 +183,13 @@ class LocalStack:
             if self._workdir_parent is not None:
                 self._workdir_parent.mkdir(parents=True, exist_ok=True)
             workdir = Path(tempfile.mkdtemp(prefix="mme-triton-stack-", dir=self._workdir_parent))
+            if not all(is_shell_safe(part) for part in workdir.parts[1:]):
+                shutil.rmtree(workdir, ignore_errors=True)
+                raise LocalStackError(
+                    f"the stack's scratch directory {workdir} holds characters Triton's python backend "
+                    "cannot pass through the shell it starts models with; pass workdir= a path of letters, "
+                    "digits, '.', '_', '-' and '/'"
+                )
             runtime = InvocationRuntime(
                 workdir=workdir / "endpoints",
                 region=self.region,
@@ -157,6 +197,10 @@ class LocalStack:
                 max_models=self.max_models,
                 log_verbose=self._log_verbose,
                 ready_timeout=self._model_ready_timeout,
+                shm_limit=self.shm_limit,
+                max_unpacked_bytes=self.max_unpacked_bytes,
+                max_archive_members=self.max_archive_members,
+                max_compression_ratio=self.max_compression_ratio,
             )
             plane = ControlPlane(
                 region=self.region,
@@ -165,17 +209,23 @@ class LocalStack:
             )
             plane.on_in_service.append(runtime.on_in_service)
             plane.on_deleted.append(runtime.on_deleted)
+            from mme_triton.local.runtime_server import RuntimeServer
+
+            server = RuntimeServer(runtime)
             try:
+                server.start()
+                plane.service_urls["sagemaker-runtime"] = server.url
                 plane.start()
                 runtime.account_id = plane.account_id
                 runtime.bind(plane.boto3_session())
                 self._role_arn = self._create_role(plane)
             except BaseException:
+                server.stop()
                 runtime.stop()
                 plane.stop()
                 shutil.rmtree(workdir, ignore_errors=True)
                 raise
-            self._plane, self._runtime, self._workdir = plane, runtime, workdir
+            self._plane, self._runtime, self._workdir, self._server = plane, runtime, workdir, server
             logger.info("embedded stack up at %s (account %s)", plane.url, plane.account_id)
             return self
 
@@ -185,8 +235,10 @@ class LocalStack:
         Calling it again, or on a stack that never started, does nothing.
         """
         with self._lock:
-            plane, runtime, workdir = self._plane, self._runtime, self._workdir
-            self._plane = self._runtime = self._workdir = None
+            plane, runtime, workdir, server = self._plane, self._runtime, self._workdir, self._server
+            self._plane = self._runtime = self._workdir = self._server = None
+        if server is not None:
+            server.stop()
         if runtime is not None:
             runtime.stop()
         if plane is not None:
@@ -220,6 +272,13 @@ class LocalStack:
         return self._running_plane().url
 
     @property
+    def runtime_url(self) -> str:
+        """``http://127.0.0.1:<port>``: InvokeEndpoint's own, faster route (``sagemaker-runtime``)."""
+        self._running_plane()
+        assert self._server is not None
+        return self._server.url
+
+    @property
     def account_id(self) -> str:
         """The (made-up) account the stack's credentials belong to."""
         return self._running_plane().account_id
@@ -241,7 +300,8 @@ class LocalStack:
     def boto3_session(self) -> boto3.Session:
         """A boto3 session whose clients default to the stack (endpoint URL, credentials, region).
 
-        Pass it as ``boto3_session=`` to the library's functions. ``os.environ`` is not changed.
+        Pass it as ``boto3_session=`` to the library's functions. ``sagemaker-runtime`` clients go to
+        :attr:`runtime_url`, the others to :attr:`endpoint_url`. ``os.environ`` is not changed.
         """
         return self._running_plane().boto3_session()
 
@@ -300,6 +360,7 @@ class LocalStack:
         frozen = credentials.get_frozen_credentials()
         env = {
             "AWS_ENDPOINT_URL": plane.url,
+            "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": self.runtime_url,
             "AWS_ACCESS_KEY_ID": str(frozen.access_key),
             "AWS_SECRET_ACCESS_KEY": str(frozen.secret_key),
             "AWS_DEFAULT_REGION": self.region,
@@ -323,6 +384,11 @@ class LocalStack:
         """The TargetModels loaded in an endpoint's Triton, least recently used first."""
         runtime = self.endpoint_runtime(endpoint_name)
         return runtime.loaded_models() if runtime is not None else []
+
+    def model_memory(self, endpoint_name: str) -> dict[str, int]:
+        """Bytes each model loaded in an endpoint counts against the memory budget, as last measured."""
+        runtime = self.endpoint_runtime(endpoint_name)
+        return runtime.model_memory() if runtime is not None else {}
 
     # -- internals -----------------------------------------------------------------------------------
 

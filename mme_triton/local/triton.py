@@ -38,9 +38,10 @@ from mme_triton.local._process import (
     free_port,
     log_summary,
     read_tail,
+    startup_failure,
     terminate,
 )
-from mme_triton.local.procfs import StubProcess, rss, stub_processes
+from mme_triton.local.procfs import StubProcess, remove_shm_regions, rss, shm_regions, stub_processes
 from mme_triton.local.triton_wheel import (
     TritonInstallation,
     find_triton,
@@ -55,6 +56,7 @@ __all__ = [
     "TritonLoadError",
     "TritonRequestError",
     "TritonServer",
+    "TritonStartError",
     "find_triton",
 ]
 
@@ -70,6 +72,15 @@ class TritonRequestError(LocalStackError):
         self.message = message
         self.model_hash = model_hash
         super().__init__(f"Triton answered HTTP {status}: {message}")
+
+
+class TritonStartError(LocalStackError):
+    """``tritonserver`` exited while starting; the message carries its reason, ``log`` the log's tail."""
+
+    def __init__(self, message: str, *, returncode: int, log: str) -> None:
+        self.returncode = returncode
+        self.log = log
+        super().__init__(message)
 
 
 class TritonLoadError(TritonRequestError):
@@ -128,6 +139,7 @@ class TritonServer:
         self._finalizer: weakref.finalize[..., TritonServer] | None = None
         self._port: int | None = None
         self._returncode: int | None = None
+        self._shm_prefix = ""
         self._log_path: Path | None = None
         self._targets: dict[str, str] = {}
         self._pool = ConnectionPool()
@@ -200,10 +212,7 @@ class TritonServer:
         return self
 
     def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
 
@@ -310,13 +319,7 @@ class TritonServer:
             raise TritonRequestError(error_message(answer), status=status, model_hash=model_hash)
 
     def invoke(
-        self,
-        model_hash: str,
-        target_model: str,
-        body: bytes,
-        content_type: str,
-        *,
-        timeout: float = 60.0,
+        self, model_hash: str, target_model: str, body: bytes, content_type: str, *, timeout: float = 60.0
     ) -> tuple[int, dict[str, str], bytes]:
         """Forward an inference request to ``POST /models/<hash>/invoke``.
 
@@ -345,6 +348,15 @@ class TritonServer:
         pid = self.pid
         return rss(pid) if pid is not None else 0
 
+    @property
+    def shm_prefix(self) -> str:
+        """The ``shm-region-prefix-name`` of this server's python-backend regions in ``/dev/shm``."""
+        return self._shm_prefix
+
+    def shm_bytes(self) -> int:
+        """Bytes allocated by this server's shared-memory regions in ``/dev/shm``."""
+        return sum(shm_regions(self._shm_prefix).values())
+
     def model_processes(self) -> list[StubProcess]:
         """The python-backend stub processes of this server, with their resident memory.
 
@@ -361,21 +373,23 @@ class TritonServer:
     ) -> None:
         assert self._log_path is not None and self._tmp is not None
         self._port = free_port()
-        shm_prefix = f"mme_triton_{os.getpid()}_{secrets.token_hex(4)}_"
+        self._shm_prefix = f"mme_triton_{os.getpid()}_{secrets.token_hex(4)}_"
+        # The serve script's arguments first; then what the stack must decide, which wins over them.
         argv = [
             str(installation.server),
+            "--exit-timeout-secs=5",
+            f"--log-verbose={self._log_verbose}",
+            *self._extra_args,
             "--allow-sagemaker=true",
             f"--sagemaker-port={self._port}",
             "--allow-http=false",
             "--allow-grpc=false",
             "--allow-metrics=false",
+            "--allow-vertex-ai=false",
             "--model-control-mode=explicit",
             f"--model-repository={repository}",
             f"--backend-directory={backends}",
-            f"--backend-config=python,shm-region-prefix-name={shm_prefix}",
-            "--exit-timeout-secs=5",
-            f"--log-verbose={self._log_verbose}",
-            *self._extra_args,
+            f"--backend-config=python,shm-region-prefix-name={self._shm_prefix}",
         ]
         log_file = self._log_path.open("wb")
         started = time.monotonic()
@@ -408,7 +422,12 @@ class TritonServer:
                 self._log_file = None
                 if "already in use" in tail:
                     raise _PortInUseError(f"port {self._port} was already in use")
-                raise LocalStackError(f"tritonserver exited with status {code} while starting:\n{tail}")
+                reason = startup_failure(self._log_path)
+                raise TritonStartError(
+                    f"tritonserver exited with status {code} while starting: {reason}",
+                    returncode=code,
+                    log=tail,
+                )
             if self.ping(timeout=1.0):
                 self.startup_seconds = time.monotonic() - started
                 logger.info("tritonserver ready at %s in %.2fs", self.url, self.startup_seconds)
@@ -434,6 +453,9 @@ class TritonServer:
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
+        if self._shm_prefix:
+            # Regions a killed server or stub left behind would hold their memory until removed.
+            remove_shm_regions(self._shm_prefix)
         self._process = None
         self._targets.clear()
         self._pool.close()

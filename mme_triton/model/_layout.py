@@ -43,7 +43,6 @@ class Layout:
         return str(self.path / CONFIG_FILENAME)
 
 
-
 def versions_to_load(layout: Layout, config: ModelConfig | None, problems: list[Problem]) -> list[int]:
     available = sorted(layout.versions, reverse=True)
     if config is None or not config.HasField("version_policy"):
@@ -163,6 +162,13 @@ def check_python_class(layout: Layout, config: ModelConfig | None, versions: Ite
             source = read_regular(path)
         except OSError:
             continue  # not a file: reported as model-file-missing (or special-file, symlink)
+        syntax = _syntax_error(source, filename)
+        if syntax is not None:
+            message, line, column = syntax
+            problems.append(
+                Problem("error", codes.PYTHON_SYNTAX_ERROR, message, str(path), line=line, column=column)
+            )
+            continue
         if b"TritonPythonModel" not in source:
             problems.append(
                 Problem(
@@ -174,6 +180,23 @@ def check_python_class(layout: Layout, config: ModelConfig | None, versions: Ite
                 )
             )
     return problems
+
+
+def _syntax_error(source: bytes, filename: str) -> tuple[str, int | None, int | None] | None:
+    """``(message, line, column)`` when ``source`` does not compile (the stub would fail to import it)."""
+    try:
+        compile(source, filename, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        where = f"line {exc.lineno}" if exc.lineno else "somewhere"
+        return (
+            f"{filename} does not compile ({exc.msg}, {where}); the python backend imports it when the "
+            "model loads and refuses the model",
+            exc.lineno,
+            exc.offset,
+        )
+    except ValueError as exc:  # NUL bytes
+        return f"{filename} does not compile ({exc}); the python backend refuses the model", None, None
+    return None
 
 
 def check_python_env(layout: Layout, config: ModelConfig) -> list[Problem]:

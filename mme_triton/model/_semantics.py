@@ -57,16 +57,16 @@ def check_config(
                 where,
             )
         )
-    auto_completed = backend in {"onnxruntime", "tensorrt", "openvino"} or (
-        backend == "tensorflow" and config.platform in ("", "tensorflow_savedmodel")
-    )
+    # Auto-complete fills in a tensor's data_type and dims only for TensorFlow SavedModels; the other
+    # backends fill in inputs or outputs only when the config lists none, and Triton core then refuses
+    # a listed tensor without them ("model input 'x' must specify 'dims'").
+    auto_completed = backend == "tensorflow" and config.platform in ("", "tensorflow_savedmodel")
     problems.extend(_check_tensors(config.input, "input", max_batch_size, where, auto_completed))
     problems.extend(_check_tensors(config.output, "output", max_batch_size, where, auto_completed))
     problems.extend(_check_batching(config, where))
     problems.extend(_check_instance_groups(config, where, backend))
     problems.extend(_check_ensemble_fields(config, where))
     return problems
-
 
 
 def _check_tensors(

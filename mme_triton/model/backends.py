@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BACKEND_FILES",
+    "EMBEDDED_STACK_BACKENDS",
     "ENSEMBLE",
     "KNOWN_BACKENDS",
     "PLATFORM_BACKENDS",
@@ -26,6 +27,7 @@ __all__ = [
     "check_missing_config",
     "check_platform",
     "first_version_contents",
+    "local_stack_problem",
     "model_backend",
     "resolve_backend",
 ]
@@ -82,6 +84,39 @@ BACKEND_FILES: dict[str, tuple[str, ...]] = {
 }
 
 _PYTORCH_PLATFORMS = ("pytorch_libtorch", "libtorch", "torch_aoti")
+
+#: Backends the embedded stack (``mme_triton.local``, CPU only) runs: the Triton wheel's python backend and
+#: the stack's python-based onnxruntime and pytorch (TorchScript) backends; ensembles of them too.
+EMBEDDED_STACK_BACKENDS = frozenset({"python", "onnxruntime", "pytorch"})
+
+# Why the embedded stack cannot run a backend, and what runs instead.
+_ONNX_INSTEAD = "export the model to ONNX (backend onnxruntime) or TorchScript (platform pytorch_libtorch)"
+_NOT_ON_LOCAL_STACK: dict[str, str] = {
+    "tensorrt": (
+        "TensorRT engines are built for and run only on NVIDIA GPUs, and the embedded stack has none; "
+        f"serve it from a GPU endpoint, or {_ONNX_INSTEAD} to run it on the stack"
+    ),
+    "tensorflow": (
+        "the embedded stack has no TensorFlow runtime; export the model to ONNX (e.g. with tf2onnx, "
+        "backend onnxruntime) to run it on the stack"
+    ),
+    "dali": (
+        "the embedded stack has no NVIDIA DALI; do the pre-processing in a python model "
+        '(backend: "python") to run the pipeline on the stack'
+    ),
+    "fil": (
+        "the embedded stack has no FIL backend for tree models; convert the forest to ONNX (e.g. with "
+        'onnxmltools or hummingbird) or serve it from a python model (backend: "python")'
+    ),
+    "openvino": f"the embedded stack has no OpenVINO runtime; {_ONNX_INSTEAD}",
+    "vllm": "the embedded stack has no vLLM engine (it needs a GPU); a python model can stand in for it",
+    "tensorrtllm": "TensorRT-LLM engines need an NVIDIA GPU; a python model can stand in for it on the stack",
+}
+_TORCH_AOTI = (
+    "AOTInductor packages (model.pt2) are not served by the embedded stack's pytorch backend, which runs "
+    "TorchScript; export the module with torch.jit.trace or torch.jit.script (model.pt, platform "
+    "pytorch_libtorch), or to ONNX"
+)
 
 
 def first_version_contents(layout: Layout) -> dict[str, bool]:
@@ -146,21 +181,55 @@ def resolve_backend(config: ModelConfig | None, contents: dict[str, bool]) -> tu
     return backend or None, platform
 
 
+def local_stack_problem(backend: str | None, platform: str) -> str | None:
+    """Why the embedded stack cannot serve a model of ``backend``/``platform`` (naming the backend and what
+    runs instead), or ``None`` when it can (or when only Triton can tell: a custom backend it carries).
+
+    Example:
+        >>> local_stack_problem("onnxruntime", "onnxruntime_onnx") is None
+        True
+        >>> local_stack_problem("tensorflow", "tensorflow_savedmodel").split(";")[0]
+        'the embedded stack has no TensorFlow runtime'
+    """
+    if backend is None or backend == ENSEMBLE:
+        return None
+    if platform == "torch_aoti":
+        return _TORCH_AOTI
+    if backend in EMBEDDED_STACK_BACKENDS:
+        return None
+    if backend in _NOT_ON_LOCAL_STACK:
+        return _NOT_ON_LOCAL_STACK[backend]
+    if backend in KNOWN_BACKENDS:
+        return (
+            f"the embedded stack runs the {', '.join(sorted(EMBEDDED_STACK_BACKENDS))} backends, not "
+            f"Triton's {backend} backend; a python model can stand in for it"
+        )
+    return None
+
+
 def check_missing_config(layout: Layout, backend: str | None, platform: str) -> list[Problem]:
     where = layout.config_file
     if backend in ("onnxruntime", "tensorrt", "openvino") or platform == "tensorflow_savedmodel":
         return []  # Triton auto-completes the config from the model file
     if backend == "python" and _defines_auto_complete(layout):
         return []
+    if backend == "python":
+        return [
+            Problem(
+                "warning",
+                codes.PYTHON_CONFIG_MISSING,
+                "no config.pbtxt: Triton loads this python model with a config it fills in itself (backend "
+                '"python", max_batch_size 0, one CPU instance, the latest version) but with no inputs or '
+                "outputs, since model.py does not implement auto_complete_config; every request that sends "
+                "a tensor is refused. Write a config.pbtxt with input and output, or implement "
+                "auto_complete_config",
+                where,
+            )
+        ]
     if backend is None:
         reason = (
             "Triton cannot tell which backend serves this model (no model.onnx, model.plan, "
             "model.savedmodel, ... in the first version directory)"
-        )
-    elif backend == "python":
-        reason = (
-            "model.py does not implement auto_complete_config, so the model would load without inputs "
-            "or outputs and Triton would refuse every request that sends a tensor"
         )
     else:
         reason = f"the {backend} backend cannot fill in inputs and outputs from the model file"

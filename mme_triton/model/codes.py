@@ -31,6 +31,8 @@ UNREADABLE: Final = "unreadable"
 
 # --- config.pbtxt parsing --------------------------------------------------------------------------
 CONFIG_MISSING: Final = "config-missing"
+PYTHON_CONFIG_MISSING: Final = "python-config-missing"
+CONFIG_ENCODING: Final = "config-encoding"
 CONFIG_SYNTAX: Final = "config-syntax"
 CONFIG_UNKNOWN_FIELD: Final = "config-unknown-field"
 CONFIG_INVALID_VALUE: Final = "config-invalid-value"
@@ -47,6 +49,7 @@ VERSION_DIRECTORY_IGNORED: Final = "version-directory-ignored"
 VERSION_POLICY_UNSATISFIED: Final = "version-policy-unsatisfied"
 MODEL_FILE_MISSING: Final = "model-file-missing"
 PYTHON_MODEL_CLASS_MISSING: Final = "python-model-class-missing"
+PYTHON_SYNTAX_ERROR: Final = "python-syntax-error"
 PYTHON_ENV_MISSING: Final = "python-env-missing"
 
 # --- config semantics ------------------------------------------------------------------------------
@@ -86,6 +89,9 @@ ONNX_RANK_MISMATCH: Final = "onnx-rank-mismatch"
 ONNX_DIM_MISMATCH: Final = "onnx-dim-mismatch"
 ONNX_BATCH_DIM_FIXED: Final = "onnx-batch-dim-fixed"
 
+# --- the embedded stack (validate_model(..., local_stack=True)) -------------------------------------
+LOCAL_STACK_UNSUPPORTED: Final = "local-stack-unsupported"
+
 
 CODES: Final[dict[str, CodeInfo]] = {
     SYMLINK: CodeInfo("error", "a symbolic link inside the model directory"),
@@ -93,6 +99,10 @@ CODES: Final[dict[str, CodeInfo]] = {
     JUNK_FILE: CodeInfo("warning", "an editor/OS/Python cache entry that packaging leaves out"),
     UNREADABLE: CodeInfo("error", "a file or directory inside the model cannot be read"),
     CONFIG_MISSING: CodeInfo("error", "no config.pbtxt, and Triton cannot auto-complete one"),
+    PYTHON_CONFIG_MISSING: CodeInfo(
+        "warning", "a python model without config.pbtxt: Triton loads it, with no inputs or outputs"
+    ),
+    CONFIG_ENCODING: CodeInfo("warning", "config.pbtxt is not UTF-8 (Triton reads it byte for byte)"),
     CONFIG_SYNTAX: CodeInfo("error", "config.pbtxt is not valid protobuf text format"),
     CONFIG_UNKNOWN_FIELD: CodeInfo("error", "config.pbtxt names a field ModelConfig does not have"),
     CONFIG_INVALID_VALUE: CodeInfo("error", "a value in config.pbtxt has the wrong type or enum name"),
@@ -109,6 +119,7 @@ CODES: Final[dict[str, CodeInfo]] = {
         "error", "a version directory lacks the file the backend loads, or its name points outside"
     ),
     PYTHON_MODEL_CLASS_MISSING: CodeInfo("error", "model.py does not define class TritonPythonModel"),
+    PYTHON_SYNTAX_ERROR: CodeInfo("error", "model.py does not compile (a SyntaxError at a file and line)"),
     PYTHON_ENV_MISSING: CodeInfo("error", "EXECUTION_ENV_PATH points at a file not in the model"),
     MAX_BATCH_SIZE_INVALID: CodeInfo("error", "max_batch_size is negative"),
     TENSOR_NAME_MISSING: CodeInfo("error", "an input or output has no name"),
@@ -145,4 +156,7 @@ CODES: Final[dict[str, CodeInfo]] = {
     ONNX_RANK_MISMATCH: CodeInfo("error", "config rank (with batch dim) differs from the graph's"),
     ONNX_DIM_MISMATCH: CodeInfo("error", "a fixed dim in config differs from the graph's"),
     ONNX_BATCH_DIM_FIXED: CodeInfo("error", "max_batch_size > 0 but the graph's first dim is fixed"),
+    LOCAL_STACK_UNSUPPORTED: CodeInfo(
+        "warning", "the embedded stack (CPU only) cannot run this backend; what runs instead"
+    ),
 }

@@ -78,9 +78,21 @@ def parse_config_file(path: str | Path) -> tuple[ModelConfig | None, list[Proble
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
+        # Triton's parser (protobuf C++) takes the bytes as they are; latin-1 maps each byte to one
+        # character, so the text parses here as it does there, positions included.
         line = raw[: exc.start].count(b"\n") + 1
-        message = f"config.pbtxt is not UTF-8 text (byte {exc.start}); save it as UTF-8"
-        return None, [Problem("error", codes.CONFIG_SYNTAX, message, str(path), line=line)]
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        config, problems = parse_config(raw.decode("latin-1"), path)
+        warning = Problem(
+            "warning",
+            codes.CONFIG_ENCODING,
+            f"config.pbtxt is not UTF-8 (byte 0x{raw[exc.start]:02x}); Triton reads it, but strings in it "
+            "reach the model as those bytes: save it as UTF-8",
+            str(path),
+            line=line,
+            column=column,
+        )
+        return config, [warning, *problems]
     return parse_config(text, path)
 
 

@@ -22,7 +22,7 @@ from mme_triton.model._pb import ModelConfig
 from mme_triton.model.config import CONFIG_FILENAME, parse_config_file
 from mme_triton.model.problems import Problem
 
-__all__ = ["JUNK_NAMES", "ModelEntry", "TritonModel", "load_model"]
+__all__ = ["JUNK_NAMES", "ModelEntry", "TritonModel", "load_model", "model_versions"]
 
 JUNK_NAMES: frozenset[str] = frozenset({".ipynb_checkpoints", "__pycache__", ".DS_Store"})
 
@@ -439,6 +439,14 @@ def _config_state(config_path: Path) -> str:
     if stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode):
         return "readable"  # a directory fails to read, which reports it
     return "special"  # a link or a FIFO, socket or device: reported by the hygiene check, never opened
+
+
+def model_versions(model_path: Path) -> tuple[int, ...]:
+    """The numeric version directories of a model, sorted (the ones Triton may load)."""
+    try:
+        return _versions(model_path)[0]
+    except OSError:
+        return ()
 
 
 def _versions(model_path: Path) -> tuple[tuple[int, ...], list[str]]:

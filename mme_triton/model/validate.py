@@ -11,7 +11,7 @@ from mme_triton.model.repository import JUNK_NAMES, load_model
 __all__ = ["validate_model", "validate_repository"]
 
 
-def validate_model(path: str | os.PathLike[str]) -> list[Problem]:
+def validate_model(path: str | os.PathLike[str], *, local_stack: bool = False) -> list[Problem]:
     """Validate one Triton model directory and return every problem found (errors and warnings).
 
     Ensemble steps are looked up beside the model, in the same repository, and validated too (they
@@ -20,6 +20,9 @@ def validate_model(path: str | os.PathLike[str]) -> list[Problem]:
 
     Parameters:
         path: the model directory, e.g. ``"model_repository/resnet"``.
+        local_stack: also warn (``local-stack-unsupported``) about every model the embedded stack
+            (``mme_triton.local``, CPU only) cannot run, saying what runs instead: TensorFlow, TensorRT,
+            DALI, FIL, OpenVINO, ... Such a model may still be fine for a SageMaker endpoint.
 
     Returns:
         The problems, each with ``severity``, a stable ``code``, a ``message`` and the ``path`` (plus
@@ -36,7 +39,43 @@ def validate_model(path: str | os.PathLike[str]) -> list[Problem]:
         ...     print(problem)  # doctest: +SKIP
         model_repository/resnet/config.pbtxt:3:1: error config-unknown-field: unknown field ...
     """
-    return list(load_model(path).problems)
+    model = load_model(path)
+    problems = list(model.problems)
+    if local_stack:
+        problems.extend(_local_stack_problems(model.members))
+    return problems
+
+
+def _local_stack_problems(members: tuple[Path, ...]) -> list[Problem]:
+    from mme_triton.model import codes
+    from mme_triton.model._layout import Layout
+    from mme_triton.model.backends import first_version_contents, local_stack_problem, resolve_backend
+    from mme_triton.model.config import CONFIG_FILENAME, parse_config_file
+    from mme_triton.model.repository import model_versions
+
+    problems: list[Problem] = []
+    for member in members:
+        config_file = member / CONFIG_FILENAME
+        config = None
+        if config_file.is_file() and not config_file.is_symlink():
+            try:
+                config, _ = parse_config_file(config_file)
+            except OSError:
+                continue  # reported by validation already
+        layout = Layout(member, model_versions(member), config_present=config_file.exists())
+        backend, platform = resolve_backend(config, first_version_contents(layout))
+        reason = local_stack_problem(backend, platform)
+        if reason is not None:
+            what = f'platform "{platform}"' if platform else f'backend "{backend}"'
+            problems.append(
+                Problem(
+                    "warning",
+                    codes.LOCAL_STACK_UNSUPPORTED,
+                    f"{what}: {reason}",
+                    str(config_file if config_file.exists() else member),
+                )
+            )
+    return problems
 
 
 def validate_repository(path: str | os.PathLike[str]) -> dict[str, list[Problem]]:

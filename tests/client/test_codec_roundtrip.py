@@ -23,7 +23,6 @@ from mme_triton.client.codec import (
     encode_response,
 )
 from mme_triton.client.datatypes import numpy_dtype
-from mme_triton.errors import CodecError
 
 SameTensor = Callable[[np.ndarray[Any, Any], np.ndarray[Any, Any]], None]
 NOT_IN_JSON = {"FP16", "BF16"}
@@ -388,10 +387,17 @@ def test_encode_request_rejects_misuse(inputs: Any, outputs: Any, error: type[Ex
         encode_request(inputs, outputs)
 
 
-def test_encode_request_refuses_nan_in_json_naming_the_tensor(json_backend: str) -> None:
-    with pytest.raises(CodecError, match="NaN and infinity") as info:
-        encode_request({"bad": np.array([1.0, np.inf], np.float32)}, binary=False)
-    assert info.value.tensor == "bad"
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["fp32", "fp64"])
+def test_encode_request_writes_nan_and_infinity_in_json_as_tritons_parser_reads_them(
+    json_backend: str, same_tensor: SameTensor, dtype: type
+) -> None:
+    x = np.array([1.5, np.nan, -np.inf, np.inf, -0.0], dtype=dtype)
+
+    body, content_type = encode_request({"x": x}, binary=False)
+
+    assert content_type == "application/json"
+    assert b'"data":[1.5,NaN,-Infinity,Infinity,-0.0]' in bytes(body)
+    same_tensor(decode_request(body, content_type)[0]["x"], x)
 
 
 def test_encode_request_sends_nan_in_binary(same_tensor: SameTensor) -> None:

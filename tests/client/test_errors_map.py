@@ -16,6 +16,7 @@ from mme_triton.errors import (
     EndpointNotFoundError,
     InferenceError,
     InvalidInputError,
+    ModelLoadError,
     ModelNotFoundError,
     ModelNotReadyError,
     ModelOutOfMemoryError,
@@ -187,3 +188,49 @@ def test_map_invoke_error_connection_failure_is_inference_error() -> None:
 def test_map_invoke_error_param_validation_is_value_error() -> None:
     mapped = map_invoke_error(ParamValidationError(report="TargetModel too long"), CONTEXT)
     assert type(mapped) is ValueError
+
+
+@pytest.mark.parametrize(
+    ("original", "status", "reason"),
+    [
+        (
+            "load failed for model 'linear.tar.gz': version 1 is at UNAVAILABLE state: Internal: "
+            "InvalidProtobuf: Load model from linear.tar.gz:linear/1/model.onnx failed",
+            400,
+            "version 1 is at UNAVAILABLE state: Internal: InvalidProtobuf: Load model from "
+            "linear.tar.gz:linear/1/model.onnx failed",
+        ),
+        (
+            "failed to load 'linear.tar.gz', failed to poll from model repository",
+            400,
+            "failed to poll from model repository",
+        ),
+        ("load failed for model 'linear.tar.gz': stub crashed", 500, "stub crashed"),
+    ],
+    ids=["corrupt-onnx", "poll-failed", "server-status"],
+)
+def test_map_invoke_error_raises_a_failed_load_as_model_load_error(
+    original: str, status: int, reason: str
+) -> None:
+    import json
+
+    error = _client_error(
+        "ModelError",
+        f'Received client error ({status}) from primary with message "{json.dumps({"error": original})}".',
+        424,
+        OriginalStatusCode=status,
+        OriginalMessage=json.dumps({"error": original}),
+    )
+
+    mapped = map_invoke_error(error, CONTEXT)
+
+    assert type(mapped) is ModelLoadError
+    assert mapped.reason == reason and mapped.message == original and mapped.status == status
+    assert not isinstance(mapped, InvalidInputError)
+
+
+def test_map_invoke_error_keeps_out_of_memory_at_load_as_model_out_of_memory() -> None:
+    original = '{"error": "load failed for model \'big.tar.gz\': out of memory"}'
+    error = _client_error("ModelError", "x", 424, OriginalStatusCode=507, OriginalMessage=original)
+
+    assert type(map_invoke_error(error, CONTEXT)) is ModelOutOfMemoryError

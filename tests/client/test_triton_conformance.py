@@ -166,6 +166,20 @@ def test_echo_round_trip_special_floats_in_binary(triton: ServedModels, datatype
     assert_same_tensor(decode_response(answer, answer_type)[f"OUT_{datatype}"], tensor)
 
 
+@pytest.mark.parametrize("datatype", ["FP32", "FP64"])
+@pytest.mark.parametrize("binary_outputs", [True, False], ids=["binary-out", "json-out"])
+def test_echo_round_trip_special_floats_sent_as_json(
+    triton: ServedModels, datatype: str, binary_outputs: bool
+) -> None:
+    tensor = np.array([[np.inf, -np.inf, np.nan, -0.0, 1.5]], dtype=np.float64).astype(_NUMPY[datatype])
+    body, content_type = encode_request(
+        {f"IN_{datatype}": tensor}, [f"OUT_{datatype}"], binary=False, binary_outputs=binary_outputs
+    )
+    assert b"NaN" in bytes(body) and b"-Infinity" in bytes(body)
+    answer, answer_type = _echo(triton, body, content_type)
+    assert_same_tensor(decode_response(answer, answer_type)[f"OUT_{datatype}"], tensor)
+
+
 def test_echo_non_contiguous_and_big_endian_inputs(triton: ServedModels) -> None:
     base = sample("INT32", (6, 8))
     strided = base[::2, ::3]

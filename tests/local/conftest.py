@@ -11,6 +11,7 @@ The models are built here, in a temporary repository, with onnx.helper and a few
 from __future__ import annotations
 
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -206,3 +207,41 @@ def is_alive() -> Any:
 def sm(plane: Any) -> Any:
     """A real boto3 ``sagemaker`` client on the control plane."""
     return plane.client("sagemaker")
+
+
+IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagemaker-tritonserver:24.09-py3"
+
+
+def create_endpoint_by_hand(
+    stack: Any, name: str, container: dict[str, Any], **variant: Any
+) -> dict[str, Any]:
+    """Create the model, endpoint config and endpoint of ``container`` (with ``variant``'s extra fields, e.g.
+    ``VolumeSizeInGB``) as any boto3 user would; wait until it leaves Creating."""
+    sagemaker = stack.client("sagemaker")
+    sagemaker.create_model(
+        ModelName=name, ExecutionRoleArn=stack.role_arn, PrimaryContainer={"Image": IMAGE, **container}
+    )
+    sagemaker.create_endpoint_config(
+        EndpointConfigName=name,
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": name,
+                "InstanceType": "ml.m5.large",
+                "InitialInstanceCount": 1,
+                **variant,
+            }
+        ],
+    )
+    sagemaker.create_endpoint(EndpointName=name, EndpointConfigName=name)
+    deadline = time.monotonic() + 60
+    while (described := sagemaker.describe_endpoint(EndpointName=name))["EndpointStatus"] == "Creating":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    return dict(described)
+
+
+@pytest.fixture(scope="session")
+def endpoint_by_hand() -> Any:
+    """``create_endpoint_by_hand(stack, name, container, **variant)``: an endpoint made with boto3 alone."""
+    return create_endpoint_by_hand

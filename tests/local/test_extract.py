@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import gzip
 import io
+import os
+import shutil
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from mme_triton.local.extract import ModelArchiveError, directory_size, safe_extract
+from mme_triton.local.extract import ExtractLimits, ModelArchiveError, directory_size, safe_extract
 
 CONFIG = b'name: "linear"\nbackend: "onnxruntime"\nmax_batch_size: 0\n'
 ENSEMBLE_CONFIG = b'name: "pipeline"\nplatform: "ensemble"\nmax_batch_size: 0\n'
@@ -170,3 +173,132 @@ def test_safe_extract_refuses_what_is_not_an_archive(tmp_path: Path) -> None:
 
     with pytest.raises(ModelArchiveError, match="cannot read"):
         safe_extract(junk, tmp_path / "out")
+
+
+# --- limits ---------------------------------------------------------------------------------------------
+
+
+def gzip_bomb(unpacked: int) -> bytes:
+    """A tar.gz of one model file of ``unpacked`` zero bytes, a few KB per GiB on disk.
+
+    gzip members may follow one another in a file: one compressed MiB of zeros, repeated, decompresses
+    to a continuous stream, so the bomb is built without compressing ``unpacked`` bytes.
+    """
+    assert unpacked % (1 << 20) == 0
+    header = tarfile.TarInfo("m/1/model.onnx")
+    header.size = unpacked
+    mib_of_zeros = gzip.compress(b"\0" * (1 << 20), compresslevel=9)
+    config = tarfile.TarInfo("m/config.pbtxt")
+    return (
+        gzip.compress(config.tobuf(format=tarfile.GNU_FORMAT) + header.tobuf(format=tarfile.GNU_FORMAT))
+        + mib_of_zeros * (unpacked >> 20)
+        + gzip.compress(b"\0" * 1024)
+    )
+
+
+def many_members(count: int) -> bytes:
+    """A tar.gz of ``count`` empty files: one header block each, from one template with its name and
+    checksum rewritten (tarfile's ``tobuf`` per member takes seconds at this count)."""
+    template = bytearray(tarfile.TarInfo("m/f0000000").tobuf(format=tarfile.GNU_FORMAT))
+    template[148:156] = b" " * 8  # the checksum is counted with its own field as blanks
+    base = sum(template) - sum(template[0:10])
+    blocks = []
+    for index in range(count):
+        name = f"m/f{index:07d}".encode()
+        block = template[:]
+        block[0:10] = name
+        block[148:155] = f"{base + sum(name):06o}\0".encode()
+        blocks.append(bytes(block))
+    blocks.append(b"\0" * 1024)
+    return gzip.compress(b"".join(blocks), compresslevel=1)
+
+
+def test_safe_extract_refuses_a_gzip_bomb_early_and_leaves_nothing(tmp_path: Path) -> None:
+    bomb = gzip_bomb(2 << 30)  # 2 GiB of zeros in about 2 MB
+    out = tmp_path / "out"
+
+    with pytest.raises(ModelArchiveError, match="decompression bomb") as caught:
+        safe_extract(io.BytesIO(bomb), out)
+
+    assert len(bomb) < 4 << 20
+    assert "expands more than 200 times" in str(caught.value)
+    assert not out.exists()
+
+
+def test_safe_extract_refuses_an_archive_of_100000_members(tmp_path: Path) -> None:
+    archive = many_members(100_000)
+    out = tmp_path / "out"
+
+    with pytest.raises(ModelArchiveError, match="more than 10000 entries"):
+        safe_extract(io.BytesIO(archive), out)
+
+    assert not out.exists()
+
+
+def test_safe_extract_refuses_more_bytes_than_the_limit_before_writing_them(tmp_path: Path) -> None:
+    def build(tar: tarfile.TarFile) -> None:
+        _single_model(tar)
+        _file(tar, "linear/1/weights.bin", os.urandom(300_000))
+
+    archive = _archive(tmp_path / "big.tar.gz", build)
+    limits = ExtractLimits(max_bytes=200_000, max_bytes_source="the endpoint's VolumeSizeInGB (1)")
+
+    with pytest.raises(ModelArchiveError, match=r"unpacks to more than 195\.3 KiB, the endpoint's") as caught:
+        safe_extract(archive, tmp_path / "out", limits=limits)
+
+    assert caught.value.member == "linear/1/weights.bin"
+    assert not (tmp_path / "out").exists()
+
+
+def test_safe_extract_keeps_free_space_on_the_scratch_disk(tmp_path: Path) -> None:
+    archive = _archive(tmp_path / "linear.tar.gz", _single_model)
+    free = shutil.disk_usage(tmp_path).free
+
+    with pytest.raises(ModelArchiveError, match="the scratch disk can take"):
+        safe_extract(archive, tmp_path / "out", limits=ExtractLimits(disk_reserve=free))
+
+
+@pytest.mark.parametrize("mode", ["w", "w:bz2", "w:xz", "w:gz"], ids=["tar", "bz2", "xz", "gzip"])
+def test_safe_extract_reads_each_compression_from_a_stream(tmp_path: Path, mode: str) -> None:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode=mode) as tar:  # type: ignore[call-overload]
+        _single_model(tar)
+
+    class Unseekable(io.RawIOBase):  # what an S3 body offers: read() and nothing else
+        def __init__(self, data: bytes) -> None:
+            self._data = io.BytesIO(data)
+
+        def readable(self) -> bool:
+            return True
+
+        def read(self, size: int = -1) -> bytes:
+            return self._data.read(size)
+
+    extracted = safe_extract(Unseekable(buffer.getvalue()), tmp_path / "out")
+
+    assert extracted.model_dirs == ("linear",)
+    assert (tmp_path / "out" / "linear" / "1" / "model.onnx").read_bytes() == b"0123456789"
+
+
+def test_safe_extract_writes_plain_modes_whatever_the_archive_says(tmp_path: Path) -> None:
+    def build(tar: tarfile.TarFile) -> None:
+        _dir(tar, "linear")
+        info = tarfile.TarInfo("linear/run.sh")
+        info.size, info.mode = 2, 0o4777  # set-uid, world-writable
+        tar.addfile(info, io.BytesIO(b"hi"))
+        _file(tar, "linear/config.pbtxt", CONFIG)
+
+    safe_extract(_archive(tmp_path / "modes.tar.gz", build), tmp_path / "out")
+
+    assert (tmp_path / "out" / "linear" / "run.sh").stat().st_mode & 0o7777 == 0o755
+    assert (tmp_path / "out" / "linear" / "config.pbtxt").stat().st_mode & 0o7777 == 0o644
+
+
+def test_safe_extract_needs_an_empty_destination(tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "keep").write_text("mine")
+
+    with pytest.raises(ValueError, match="empty destination"):
+        safe_extract(_archive(tmp_path / "linear.tar.gz", _single_model), tmp_path / "out")
+
+    assert (tmp_path / "out" / "keep").read_text() == "mine"

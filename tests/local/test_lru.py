@@ -80,3 +80,33 @@ def test_model_lru_clear_keeps_the_named_model() -> None:
 def test_model_lru_rejects_impossible_limits(kwargs: dict[str, int]) -> None:
     with pytest.raises(ValueError, match="must be > 0"):
         ModelLRU(**kwargs)  # type: ignore[arg-type]
+
+
+def test_lru_add_keeps_models_in_use_and_evicts_the_oldest_free_one() -> None:
+    lru = ModelLRU(budget_bytes=None, max_models=2)
+    lru.add("a", 1)
+    lru.add("b", 1)
+
+    evicted = lru.add("c", 1, keep=lambda name: name == "a")
+
+    assert evicted == ["b"]
+    assert lru.names() == ["a", "c"]
+
+
+def test_lru_add_goes_over_the_budget_rather_than_evict_a_model_in_use() -> None:
+    lru = ModelLRU(budget_bytes=None, max_models=1)
+    lru.add("a", 1)
+
+    assert lru.add("b", 1, keep=lambda name: True) == []
+    assert lru.names() == ["a", "b"]
+    assert lru.add("c", 1) == ["a", "b"]  # kept again once nothing holds them
+
+
+def test_lru_resize_changes_a_size_without_marking_it_used() -> None:
+    lru = ModelLRU(budget_bytes=10)
+    lru.add("a", 1)
+    lru.add("b", 1)
+
+    assert lru.resize("a", 6) and not lru.resize("zz", 1)
+    assert lru.names() == ["a", "b"] and lru.total_bytes == 7
+    assert lru.add("c", 4) == ["a"]

@@ -219,34 +219,10 @@ def test_two_stacks_serve_side_by_side(small_stack: LocalStack, repository: Path
     assert small_stack.triton("twin") is not None
 
 
-def _create_endpoint_by_hand(stack: LocalStack, name: str, container: dict[str, Any]) -> dict[str, Any]:
-    """Create the model, endpoint config and endpoint of ``container``; wait until it leaves Creating."""
-    sagemaker = stack.client("sagemaker")
-    image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagemaker-tritonserver:24.09-py3"
-    sagemaker.create_model(
-        ModelName=name, ExecutionRoleArn=stack.role_arn, PrimaryContainer={"Image": image, **container}
-    )
-    sagemaker.create_endpoint_config(
-        EndpointConfigName=name,
-        ProductionVariants=[
-            {
-                "VariantName": "AllTraffic",
-                "ModelName": name,
-                "InstanceType": "ml.m5.large",
-                "InitialInstanceCount": 1,
-            }
-        ],
-    )
-    sagemaker.create_endpoint(EndpointName=name, EndpointConfigName=name)
-    deadline = time.monotonic() + 60
-    while (described := sagemaker.describe_endpoint(EndpointName=name))["EndpointStatus"] == "Creating":
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
-    return dict(described)
-
-
-def test_stack_refuses_a_target_model_for_a_single_model_endpoint(small_stack: LocalStack) -> None:
-    described = _create_endpoint_by_hand(
+def test_stack_refuses_a_target_model_for_a_single_model_endpoint(
+    endpoint_by_hand: Any, small_stack: LocalStack
+) -> None:
+    described = endpoint_by_hand(
         small_stack,
         "single",
         {"ModelDataUrl": f"s3://{small_stack.default_bucket}/single/model.tar.gz", "Mode": "SingleModel"},
@@ -262,22 +238,6 @@ def test_stack_refuses_a_target_model_for_a_single_model_endpoint(small_stack: L
     assert raw.value.response["Error"]["Message"] == (
         "Endpoint single is not a multi-model endpoint and does not support target model header."
     )
-
-
-def test_stack_fails_an_endpoint_whose_environment_triton_cannot_use(small_stack: LocalStack) -> None:
-    described = _create_endpoint_by_hand(
-        small_stack,
-        "bad-env",
-        {
-            "ModelDataUrl": f"s3://{small_stack.default_bucket}/bad-env/",
-            "Mode": "MultiModel",
-            "Environment": {"SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": "lots"},
-        },
-    )
-
-    assert described["EndpointStatus"] == "Failed"
-    assert "SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE" in described["FailureReason"]
-    assert small_stack.triton("bad-env") is None
 
 
 SLOW_MODEL_PY = """\

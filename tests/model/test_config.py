@@ -82,14 +82,23 @@ def test_format_config_round_trips() -> None:
     assert again == config
 
 
-def test_parse_config_file_reports_bytes_that_are_not_utf8(tmp_path: Path) -> None:
+def test_parse_config_file_reads_latin1_as_triton_does_and_warns(tmp_path: Path) -> None:
+    # Triton 2.51 loads this file (a real server was the judge): protobuf C++ takes the bytes as they are
     path = tmp_path / "config.pbtxt"
-    path.write_bytes(b'name: "m"\nbackend: "caf\xe9"\n')
+    path.write_bytes(
+        '# Modèle\nname: "m"\nparameters { key: "note" value: { string_value: "café" } }\n'.encode("latin-1")
+    )
 
     config, [problem] = parse_config_file(path)
 
-    assert config is None
-    assert (problem.code, problem.line) == ("config-syntax", 2)
+    assert config is not None and config.name == "m"
+    assert (problem.code, problem.severity, problem.line, problem.column) == (
+        "config-encoding",
+        "warning",
+        1,
+        6,
+    )
+    assert "0xe8" in problem.message
 
 
 def test_validating_loads_the_schema_without_importing_grpc() -> None:

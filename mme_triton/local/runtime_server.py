@@ -1,0 +1,400 @@
+"""InvokeEndpoint on a port of its own: a small asyncio HTTP/1.1 server in front of the endpoints' Tritons.
+
+moto's server (werkzeug's development server: HTTP/1.0, a thread per request, a new connection for every
+call) also answers InvokeEndpoint, for clients that only know one endpoint URL; this server is the fast
+route. boto3 takes an endpoint URL per service (``AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME``, or the session's
+clients from :meth:`~mme_triton.local.LocalStack.boto3_session`), so ``sagemaker-runtime`` clients reach it
+while every other service stays on moto.
+
+It keeps client connections alive and forwards a request for a loaded model to Triton's SageMaker
+front-end over keep-alive connections, on the event loop, with callbacks rather than a task per request:
+the body is passed on as it came, never parsed, and Triton's answer comes back as it is. Everything else
+(a model to load, an error, a restart under way) goes to the same
+:meth:`~mme_triton.local.runtime.InvocationRuntime.handle` the WSGI route uses, on a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future as ThreadFuture
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, cast
+from urllib.parse import unquote
+
+from mme_triton._sagemaker import TARGET_MODEL_HEADER, target_model_problem
+from mme_triton.errors import LocalStackError
+from mme_triton.local._http11 import HttpError, Message, MessageReader
+from mme_triton.local.responses import (
+    RuntimeResponse,
+    error_response,
+    internal_failure,
+    payload_too_large,
+    request_id,
+)
+
+if TYPE_CHECKING:
+    from mme_triton.local.endpoint_runtime import EndpointRuntime, FastPath
+    from mme_triton.local.runtime import InvocationRuntime
+
+__all__ = ["RuntimeServer"]
+
+logger = logging.getLogger(__name__)
+
+_INVOCATIONS = re.compile(rb"^/endpoints/(?P<name>[^/?]+)/invocations/?(?:\?.*)?$")
+_TARGET = TARGET_MODEL_HEADER.lower().encode()
+_IDLE_UPSTREAM = 64
+_JOIN_LIMIT = 256 * 1024
+_NOT_FOUND = error_response(
+    404, "UnknownOperationException", {"Message": "this port serves InvokeEndpoint only"}
+)
+
+Answer = Callable[[int, bytes, bytes], None]
+"""(status, Content-Type, body) of Triton's answer; status 0 when the connection failed."""
+
+
+def _write(transport: asyncio.BaseTransport, head: bytes, body: bytes) -> None:
+    """Write a message: in one send when the body is small (each send on loopback costs a wake-up)."""
+    transport = cast(asyncio.WriteTransport, transport)  # uvloop's transports are not subclasses
+    if len(body) <= _JOIN_LIMIT:
+        transport.write(head + body)
+    else:
+        transport.write(head)
+        transport.write(body)
+
+
+class _Upstream(asyncio.Protocol):
+    """One keep-alive connection to Triton, one request at a time."""
+
+    def __init__(self, pool: _UpstreamPool) -> None:
+        self._pool = pool
+        self._reader = MessageReader(body_limit=1 << 62)
+        self._transport: asyncio.Transport | None = None
+        self._answer: Answer | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)
+
+    def send(self, head: bytes, body: bytes, answer: Answer, timeout: float) -> None:
+        assert self._transport is not None
+        self._answer = answer
+        self._timer = self._pool.loop.call_later(timeout, self._transport.abort)
+        _write(self._transport, head, body)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            messages = self._reader.feed(data)
+        except HttpError:
+            self._fail()
+            return
+        for message in messages:
+            answer, self._answer = self._answer, None
+            if self._timer is not None:
+                self._timer.cancel()
+            if answer is None:
+                continue
+            if message.keep_alive:
+                self._pool.checkin(self)
+            elif self._transport is not None:
+                self._transport.close()
+            answer(int(message.start[1]), message.headers.get(b"content-type", b""), message.body)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._pool.forget(self)
+        self._fail()
+
+    def _fail(self) -> None:
+        answer, self._answer = self._answer, None
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._transport is not None:
+            self._transport.abort()
+        if answer is not None:
+            answer(0, b"", b"")
+
+    @property
+    def idle(self) -> bool:
+        return self._answer is None and self._transport is not None and not self._transport.is_closing()
+
+
+class _UpstreamPool:
+    """Idle keep-alive connections to one Triton port."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, port: int) -> None:
+        self.loop = loop
+        self.port = port
+        self._idle: list[_Upstream] = []
+
+    def request(self, head: bytes, body: bytes, answer: Answer, timeout: float) -> None:
+        while self._idle:
+            connection = self._idle.pop()
+            if connection.idle:
+                connection.send(head, body, answer, timeout)
+                return
+        task = self.loop.create_task(self._connect())
+
+        def connected(done: asyncio.Future[_Upstream]) -> None:
+            if done.cancelled() or done.exception() is not None:
+                answer(0, b"", b"")
+            else:
+                done.result().send(head, body, answer, timeout)
+
+        task.add_done_callback(connected)
+
+    async def _connect(self) -> _Upstream:
+        _, protocol = await self.loop.create_connection(lambda: _Upstream(self), "127.0.0.1", self.port)
+        return protocol
+
+    def checkin(self, connection: _Upstream) -> None:
+        if len(self._idle) < _IDLE_UPSTREAM:
+            self._idle.append(connection)
+        elif connection._transport is not None:
+            connection._transport.close()
+
+    def forget(self, connection: _Upstream) -> None:
+        with contextlib.suppress(ValueError):
+            self._idle.remove(connection)
+
+    def close(self) -> None:
+        for connection in self._idle:
+            if connection._transport is not None:
+                connection._transport.close()
+        self._idle.clear()
+
+
+class _Client(asyncio.Protocol):
+    """One client connection: requests answered one after the other, kept alive."""
+
+    def __init__(self, server: RuntimeServer) -> None:
+        self._server = server
+        self._reader = MessageReader(body_limit=server.runtime.max_payload_bytes)
+        self._transport: asyncio.Transport | None = None
+        self._queue: list[Message] = []
+        self._busy = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)
+        self._server.connections.add(self._transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._transport is not None:
+            self._server.connections.discard(self._transport)
+        self._transport = None
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self._queue.extend(self._reader.feed(data))
+        except HttpError as exc:
+            self._send(error_response(400, "BadRequest", {"Message": str(exc)}), close=True)
+            return
+        self._next()
+
+    def _next(self) -> None:
+        if self._busy or not self._queue or self._transport is None:
+            return
+        message = self._queue.pop(0)
+        self._busy = True
+        if message.headers.get(b"expect", b"").lower() == b"100-continue":
+            self._transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        self._server.answer(message, lambda response: self._done(message, response))
+
+    def _done(self, message: Message, response: RuntimeResponse) -> None:
+        self._busy = False
+        self._send(response, close=not message.keep_alive)
+        self._next()
+
+    def _send(self, response: RuntimeResponse, *, close: bool = False) -> None:
+        transport = self._transport
+        if transport is None:
+            return
+        lines = [f"HTTP/1.1 {response.status_line}", *(f"{k}: {v}" for k, v in response.headers)]
+        if close:
+            lines.append("Connection: close")
+        _write(transport, ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace"), response.body)
+        if close:
+            transport.close()
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's event loop when it is installed (it is in the ``local`` extra), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    return loop
+
+
+class RuntimeServer:
+    """The InvokeEndpoint route of ``runtime`` on ``http://127.0.0.1:<port>`` (a free port by default).
+
+    Example:
+        >>> server = RuntimeServer(runtime)  # doctest: +SKIP
+        >>> server.start(); server.url  # doctest: +SKIP
+        'http://127.0.0.1:40123'
+    """
+
+    def __init__(self, runtime: InvocationRuntime, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.runtime = runtime
+        self._host = host
+        self._port = port
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._upstreams: dict[int, _UpstreamPool] = {}
+        self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="invoke")
+        self.connections: set[asyncio.Transport] = set()
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>`` once started."""
+        if self._server is None:
+            raise RuntimeError("the runtime server is not running")
+        return f"http://{self._host}:{self._port}"
+
+    def start(self) -> None:
+        """Start serving on a thread of its own."""
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            loop = _new_loop()
+            self._loop = loop
+            try:
+                self._server = loop.run_until_complete(
+                    loop.create_server(lambda: _Client(self), self._host, self._port, backlog=512)
+                )
+                self._port = self._server.sockets[0].getsockname()[1]
+            except BaseException as exc:
+                failure.append(exc)
+                ready.set()
+                loop.close()
+                return
+            ready.set()
+            try:
+                loop.run_forever()
+            finally:
+                for upstream in self._upstreams.values():
+                    upstream.close()
+                loop.close()
+
+        self._thread = threading.Thread(target=run, name="mme-triton-runtime", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failure:
+            raise LocalStackError(f"cannot start the InvokeEndpoint server: {failure[0]}") from failure[0]
+        logger.info("InvokeEndpoint route on %s", self.url)
+
+    def stop(self) -> None:
+        """Stop serving (requests in progress are cut off)."""
+        loop, server = self._loop, self._server
+        if loop is None or server is None:
+            return
+
+        def shut() -> None:
+            server.close()
+            for transport in list(self.connections):
+                transport.abort()
+            loop.stop()
+
+        loop.call_soon_threadsafe(shut)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._server = None
+
+    # -- one request ---------------------------------------------------------------------------------
+
+    def answer(self, message: Message, reply: Callable[[RuntimeResponse], None]) -> None:
+        """Answer ``message`` through ``reply``, now (on the loop) or when Triton or a thread is done."""
+        method, path, _ = message.start
+        match = _INVOCATIONS.match(path)
+        if match is None or method != b"POST":
+            reply(_NOT_FOUND)
+            return
+        runtime = self.runtime
+        if message.too_large:
+            reply(payload_too_large(runtime.max_payload_bytes))
+            return
+        name = unquote(match.group("name").decode("latin-1"))
+        raw_target = message.headers.get(_TARGET)
+        target_model = raw_target.decode("utf-8", "replace") if raw_target is not None else None
+        content_type = (
+            message.headers.get(b"content-type", b"").decode("latin-1") or "application/octet-stream"
+        )
+        endpoint = runtime.endpoint(name)
+        if (
+            endpoint is not None
+            and target_model
+            and endpoint.models.mode == "MultiModel"
+            and target_model_problem(target_model) is None
+        ):
+            fast = endpoint.fast_path(target_model)
+            if fast is not None:
+                self._forward(endpoint, fast, target_model, message.body, content_type, reply)
+                return
+        future = self._pool.submit(
+            runtime.handle, name, target_model, message.body, content_type, len(message.body)
+        )
+        loop = self._loop
+        assert loop is not None
+
+        def handled(done: ThreadFuture[RuntimeResponse]) -> None:
+            try:
+                response = done.result()
+            except Exception as exc:  # the caller must get an answer, and a real error
+                logger.exception("InvokeEndpoint for %s failed", name)
+                response = internal_failure(f"{type(exc).__name__}: {exc}")
+            loop.call_soon_threadsafe(reply, response)
+
+        future.add_done_callback(handled)
+
+    def _forward(
+        self,
+        endpoint: EndpointRuntime,
+        fast: FastPath,
+        target_model: str,
+        body: bytes,
+        content_type: str,
+        reply: Callable[[RuntimeResponse], None],
+    ) -> None:
+        loop = self._loop
+        assert loop is not None
+        pool = self._upstreams.get(fast.port)
+        if pool is None:
+            pool = self._upstreams[fast.port] = _UpstreamPool(loop, fast.port)
+        head = (
+            f"POST /models/{fast.model_hash}/invoke HTTP/1.1\r\nHost: 127.0.0.1:{fast.port}\r\n"
+            f"{TARGET_MODEL_HEADER}: {target_model}\r\nContent-Type: {content_type}\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode("latin-1", "replace")
+
+        def answered(status: int, answer_type: bytes, answer: bytes) -> None:
+            endpoint.release(target_model)
+            if status == 0:
+                failure = LocalStackError(
+                    f"POST /models/{fast.model_hash}/invoke to Triton at port {fast.port}"
+                )
+                reply(endpoint.forward_failed(fast.triton, failure))
+            elif 200 <= status < 300:
+                reply(
+                    RuntimeResponse(
+                        status,
+                        [
+                            ("Content-Type", answer_type.decode("latin-1") or "application/octet-stream"),
+                            ("x-Amzn-Invoked-Production-Variant", endpoint.models.variant_name),
+                            ("x-amzn-RequestId", request_id()),
+                            ("Content-Length", str(len(answer))),
+                        ],
+                        answer,
+                    )
+                )
+            else:
+                reply(endpoint.answer(target_model, status, answer_type.decode("latin-1"), answer))
+
+        pool.request(head, body, answered, endpoint.invoke_timeout)
