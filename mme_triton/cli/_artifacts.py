@@ -27,7 +27,7 @@ def _validate(args: argparse.Namespace) -> int:
     report: dict[str, list[dict[str, Any]]] = {}
     lines: list[str] = []
     for path in args.paths:
-        problems = validate_model(path)
+        problems = validate_model(path, local_stack=args.local_stack)
         errors = [p for p in problems if p.is_error]
         warnings = [p for p in problems if not p.is_error]
         bad = bool(errors) or (args.strict and bool(warnings))
@@ -154,6 +154,11 @@ def register(sub: SubParsers) -> None:
     )
     p.add_argument("paths", nargs="+", type=Path, metavar="MODEL_DIR")
     p.add_argument("--strict", action="store_true", help="fail on warnings too")
+    p.add_argument(
+        "--local-stack",
+        action="store_true",
+        help="also warn about backends the embedded stack cannot run (TensorFlow, TensorRT, ...)",
+    )
 
     p = add_command(
         sub,

@@ -207,7 +207,11 @@ def validate_environment(environment: Mapping[str, str], *, multi_model: bool = 
             if key not in KNOWN_VARIABLES:
                 close = difflib.get_close_matches(key, sorted(KNOWN_VARIABLES), n=1, cutoff=0.6)
                 hint = f"; did you mean {close[0]}?" if close else ""
-                raise ValueError(f"unknown Triton container variable {key}{hint}")
+                raise ValueError(
+                    f"unknown Triton container variable {key}{hint}: the SageMaker Triton container's "
+                    "serve script does not read it, so it would do nothing; remove it (the embedded stack, "
+                    "like the container, ignores it for endpoints other tools create)"
+                )
             if key == DEFAULT_MODEL_NAME and multi_model:
                 raise ValueError(
                     f"{DEFAULT_MODEL_NAME} applies to single-model endpoints only; a multi-model endpoint "

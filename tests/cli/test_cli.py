@@ -48,6 +48,25 @@ def test_cli_validate_json_lists_problems(capsys: pytest.CaptureFixture[str]) ->
     assert problems[0]["severity"] == "warning"
 
 
+def test_cli_validate_local_stack_warns_about_backends_the_stack_cannot_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    model = tmp_path / "savedmodel"
+    (model / "1" / "model.savedmodel").mkdir(parents=True)
+    (model / "1" / "model.savedmodel" / "saved_model.pb").write_bytes(b"\x08\x01")
+    (model / "config.pbtxt").write_text(
+        'platform: "tensorflow_savedmodel"\nmax_batch_size: 0\n'
+        'input [{ name: "x" data_type: TYPE_FP32 dims: [ 4 ] }]\n'
+        'output [{ name: "y" data_type: TYPE_FP32 dims: [ 4 ] }]\n'
+    )
+    assert main(["validate", "--json", str(model)]) == 0
+    assert "local-stack-unsupported" not in capsys.readouterr().out
+    assert main(["validate", "--json", "--local-stack", str(model)]) == 0  # a warning, not an error
+    problems = json.loads(capsys.readouterr().out)[str(model)]
+    assert [(p["code"], p["severity"]) for p in problems] == [("local-stack-unsupported", "warning")]
+    assert "tensorflow" in problems[0]["message"].lower()
+
+
 def test_cli_validate_strict_fails_on_warnings(capsys: pytest.CaptureFixture[str]) -> None:
     model = next((FIXTURES / "config_name_mismatch").iterdir())
     assert main(["validate", "--strict", str(model)]) == 1
