@@ -8,7 +8,8 @@
   :func:`error_message`, :func:`http_status`, :func:`is_not_found`, :func:`is_throttling`), and which
   failures are worth another try (:func:`is_transient`);
 - which container of a model serves a multi-model endpoint (:func:`serving_container`);
-- how a boto3 client is made from the AWS injection trio (:func:`make_client`).
+- how a boto3 client is made from the AWS injection trio (:func:`make_client`), and a boto3 session whose
+  clients default to one endpoint URL, the embedded stack's (:func:`endpoint_session`).
 
 Only the standard library is imported at module level: the client, the artifact and endpoint stages and
 the embedded stack all import this module, and none of them may pay for another's dependencies.
@@ -33,6 +34,7 @@ __all__ = [
     "TARGET_MODEL_MAX_CHARS",
     "TARGET_MODEL_PATTERN",
     "check_target_model",
+    "endpoint_session",
     "error_code",
     "error_message",
     "http_status",
@@ -344,3 +346,48 @@ def make_client(
         kwargs["region_name"] = region
     session: Any = boto3_session
     return session.client(service, **kwargs)
+
+
+_ENDPOINT_SESSION: list[type[Any]] = []
+
+
+def endpoint_session(
+    endpoint_url: str, service_urls: Mapping[str, str] | None = None, **session_kwargs: Any
+) -> boto3.Session:
+    """A boto3 session whose clients and resources default to ``endpoint_url`` (or, for a service named
+    in ``service_urls``, to its own URL); S3 clients default to path-style addressing.
+
+    An ``endpoint_url=`` or ``config=`` given to ``client()`` still wins (a given config is merged over
+    the path-style default). ``session_kwargs`` go to ``boto3.Session`` (``profile_name``,
+    ``region_name``, credentials). The process environment is not touched.
+    """
+    if not _ENDPOINT_SESSION:
+        import boto3
+        from botocore.config import Config
+
+        class EndpointSession(boto3.Session):
+            def __init__(self, url: str, urls: Mapping[str, str], **kwargs: Any) -> None:
+                super().__init__(**kwargs)
+                self.endpoint_url = url
+                self.service_urls = dict(urls)
+
+            def _defaults(self, service_name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+                if kwargs.get("endpoint_url") is None:
+                    kwargs["endpoint_url"] = self.service_urls.get(service_name, self.endpoint_url)
+                if service_name == "s3":
+                    path_style = Config(s3={"addressing_style": "path"})
+                    given: Config | None = kwargs.get("config")
+                    kwargs["config"] = path_style if given is None else path_style.merge(given)
+                return kwargs
+
+            def client(self, service_name: str, *args: Any, **kwargs: Any) -> Any:
+                parent: Any = super()
+                return parent.client(service_name, *args, **self._defaults(service_name, kwargs))
+
+            def resource(self, service_name: str, *args: Any, **kwargs: Any) -> Any:
+                parent: Any = super()
+                return parent.resource(service_name, *args, **self._defaults(service_name, kwargs))
+
+        _ENDPOINT_SESSION.append(EndpointSession)
+    session: boto3.Session = _ENDPOINT_SESSION[0](endpoint_url, service_urls or {}, **session_kwargs)
+    return session

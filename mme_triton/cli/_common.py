@@ -117,41 +117,6 @@ def add_aws_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-_SESSION_CLASS: list[type[Any]] = []
-
-
-def _endpoint_session_class() -> type[Any]:
-    """A boto3 session whose clients and resources default to one endpoint URL (path-style S3)."""
-    if not _SESSION_CLASS:
-        import boto3
-        from botocore.config import Config
-
-        class EndpointSession(boto3.Session):
-            def __init__(self, endpoint_url: str, **kwargs: Any) -> None:
-                super().__init__(**kwargs)
-                self.endpoint_url = endpoint_url
-
-            def _defaults(self, service: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-                if kwargs.get("endpoint_url") is None:
-                    kwargs["endpoint_url"] = self.endpoint_url
-                if service == "s3":
-                    path_style = Config(s3={"addressing_style": "path"})
-                    given = kwargs.get("config")
-                    kwargs["config"] = path_style if given is None else path_style.merge(given)
-                return kwargs
-
-            def client(self, service_name: str, *args: Any, **kwargs: Any) -> Any:
-                parent: Any = super()
-                return parent.client(service_name, *args, **self._defaults(service_name, kwargs))
-
-            def resource(self, service_name: str, *args: Any, **kwargs: Any) -> Any:
-                parent: Any = super()
-                return parent.resource(service_name, *args, **self._defaults(service_name, kwargs))
-
-        _SESSION_CLASS.append(EndpointSession)
-    return _SESSION_CLASS[0]
-
-
 def aws_session(args: argparse.Namespace) -> boto3.Session | None:
     """The boto3 session ``--profile``/``--region``/``--endpoint-url`` ask for; ``None`` leaves boto3's
     default resolution (``AWS_PROFILE``, ``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL`` ...) to each call.
@@ -165,10 +130,9 @@ def aws_session(args: argparse.Namespace) -> boto3.Session | None:
     if not (profile or region or endpoint_url):
         return None
     if endpoint_url:
-        session: boto3.Session = _endpoint_session_class()(
-            endpoint_url, profile_name=profile, region_name=region
-        )
-        return session
+        from mme_triton._sagemaker import endpoint_session
+
+        return endpoint_session(endpoint_url, profile_name=profile, region_name=region)
     import boto3
 
     return boto3.Session(profile_name=profile, region_name=region)

@@ -433,4 +433,3 @@ class MMEClient:
             sagemaker_client=self._sagemaker,
             s3_client=self._s3,
         )
-

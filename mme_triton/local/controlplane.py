@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     import boto3
     from botocore.config import Config
 
+from mme_triton._sagemaker import endpoint_session
 from mme_triton.local._moto_patches import (
     describe_for_hooks,
     install_patches,
@@ -60,50 +61,6 @@ logger = logging.getLogger(__name__)
 WSGIApplication = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 InServiceHook = Callable[[str, dict[str, Any]], None]
 DeletedHook = Callable[[str], None]
-
-
-class _EndpointSession:
-    """Builds the boto3.Session subclass lazily, so importing this module does not import boto3."""
-
-    cls: type[boto3.Session] | None = None
-
-    @classmethod
-    def make(cls, endpoint_url: str, service_urls: dict[str, str], **kwargs: Any) -> boto3.Session:
-        if cls.cls is None:
-            import boto3
-            from botocore.config import Config
-
-            class ControlPlaneSession(boto3.Session):
-                """A boto3 session whose clients and resources default to the control plane's URL."""
-
-                def __init__(
-                    self, endpoint_url: str, service_urls: dict[str, str], **session_kwargs: Any
-                ) -> None:
-                    super().__init__(**session_kwargs)
-                    self.control_plane_url = endpoint_url
-                    self.service_urls = service_urls
-
-                def _defaults(self, service_name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-                    if kwargs.get("endpoint_url") is None:
-                        kwargs["endpoint_url"] = self.service_urls.get(service_name, self.control_plane_url)
-                    if service_name == "s3":
-                        path_style = Config(s3={"addressing_style": "path"})
-                        given: Config | None = kwargs.get("config")
-                        kwargs["config"] = path_style if given is None else path_style.merge(given)
-                    return kwargs
-
-                def client(self, service_name: str, *args: Any, **kwargs: Any) -> Any:
-                    parent: Any = super()
-                    return parent.client(service_name, *args, **self._defaults(service_name, kwargs))
-
-                def resource(self, service_name: str, *args: Any, **kwargs: Any) -> Any:
-                    parent: Any = super()
-                    return parent.resource(service_name, *args, **self._defaults(service_name, kwargs))
-
-            cls.cls = ControlPlaneSession
-        make: Any = cls.cls
-        session: boto3.Session = make(endpoint_url, service_urls, **kwargs)
-        return session
 
 
 class ControlPlane:
@@ -300,9 +257,7 @@ class ControlPlane:
         """
         if not self.url:
             raise RuntimeError("start() the ControlPlane first")
-        return _EndpointSession.make(
-            self.url, dict(self.service_urls), region_name=self.region, **self._credentials
-        )
+        return endpoint_session(self.url, self.service_urls, region_name=self.region, **self._credentials)
 
     def client(self, service_name: str, *, config: Config | None = None) -> Any:
         """A client for ``service_name`` on this plane (shorthand for ``boto3_session().client``)."""

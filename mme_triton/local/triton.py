@@ -63,7 +63,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-
 class TritonRequestError(LocalStackError):
     """Triton's SageMaker front-end answered a control request with an error status."""
 
