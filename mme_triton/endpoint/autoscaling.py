@@ -20,7 +20,10 @@ from mme_triton.endpoint._retry import Deadline, read
 
 if TYPE_CHECKING:
     from mypy_boto3_application_autoscaling import ApplicationAutoScalingClient
-    from mypy_boto3_application_autoscaling.type_defs import TargetTrackingScalingPolicyConfigurationTypeDef
+    from mypy_boto3_application_autoscaling.type_defs import (
+        ScalableTargetTypeDef,
+        TargetTrackingScalingPolicyConfigurationTypeDef,
+    )
 
 __all__ = [
     "SCALABLE_DIMENSION",
@@ -120,11 +123,10 @@ def current_autoscaling(
     return _current(client, endpoint_name, variant_name, _deadline(deadline))[0]
 
 
-def _current(
-    client: ApplicationAutoScalingClient, endpoint_name: str, variant_name: str, deadline: Deadline
-) -> tuple[AutoScaling | None, bool]:
-    """(this library's registration as an AutoScaling or None, whether a scalable target exists)."""
-    rid = resource_id(endpoint_name, variant_name)
+def _scalable_target(
+    client: ApplicationAutoScalingClient, rid: str, deadline: Deadline
+) -> ScalableTargetTypeDef | None:
+    """The variant's scalable target (``rid`` is its resource id), or None."""
     targets = read(
         client.describe_scalable_targets,
         deadline=deadline,
@@ -133,7 +135,15 @@ def _current(
         ResourceIds=[rid],
         ScalableDimension=SCALABLE_DIMENSION,
     ).get("ScalableTargets", [])
-    target = next((t for t in targets if t["ResourceId"] == rid), None)
+    return next((t for t in targets if t["ResourceId"] == rid), None)
+
+
+def _current(
+    client: ApplicationAutoScalingClient, endpoint_name: str, variant_name: str, deadline: Deadline
+) -> tuple[AutoScaling | None, bool]:
+    """(this library's registration as an AutoScaling or None, whether a scalable target exists)."""
+    rid = resource_id(endpoint_name, variant_name)
+    target = _scalable_target(client, rid, deadline)
     if target is None:
         return None, False
     name = policy_name(endpoint_name, variant_name)
@@ -258,15 +268,7 @@ def remove_autoscaling(
         except ClientError as exc:
             if not _not_found(exc):
                 raise
-    targets = read(
-        client.describe_scalable_targets,
-        deadline=deadline,
-        what=f"DescribeScalableTargets({rid})",
-        ServiceNamespace=_NAMESPACE,
-        ResourceIds=[rid],
-        ScalableDimension=SCALABLE_DIMENSION,
-    ).get("ScalableTargets", [])
-    if any(t["ResourceId"] == rid for t in targets):
+    if _scalable_target(client, rid, deadline) is not None:
         try:
             client.deregister_scalable_target(
                 ServiceNamespace=_NAMESPACE, ResourceId=rid, ScalableDimension=SCALABLE_DIMENSION
