@@ -70,9 +70,9 @@ def content_digest(model: str | os.PathLike[str] | TritonModel) -> str:
     Raises:
         OSError: a file cannot be read.
 
-    Example:
-        >>> content_digest("model_repository/resnet")  # doctest: +SKIP
-        'sha256:5f0c...'
+    Example::
+
+        content_digest("model_repository/resnet")  # 'sha256:5f0c...'
     """
     if isinstance(model, (str, os.PathLike)):
         from mme_triton.model.repository import load_model

@@ -135,10 +135,10 @@ def package_model(
     The archive is written to a hidden temporary file in ``out_dir`` and renamed when complete, so an
     interrupted run never leaves a truncated file under the final name.
 
-    Example:
-        >>> artifact = package_model("model_repository/resnet", "build")  # doctest: +SKIP
-        >>> artifact.name, artifact.size  # doctest: +SKIP
-        ('resnet.tar.gz', 97960312)
+    Example::
+
+        artifact = package_model("model_repository/resnet", "build")
+        artifact.name, artifact.size  # ('resnet.tar.gz', 97960312)
     """
     level = isal_level(compresslevel)
     _check_name_options(name, versioned)

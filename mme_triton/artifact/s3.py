@@ -131,10 +131,11 @@ def upload_models(
         ArtifactError: S3 refused a call (missing bucket, access denied, ...).
         ValueError, TypeError: a bad URL, option or duplicate name.
 
-    Example:
-        >>> uploaded = upload_models(["repo/resnet", "repo/pipeline"], "s3://bucket/mme/")  # doctest: +SKIP
-        >>> [(a.name, a.status) for a in uploaded]  # doctest: +SKIP
-        [('resnet.tar.gz', 'uploaded'), ('pipeline.tar.gz', 'unchanged')]
+    Example::
+
+        uploaded = upload_models(["repo/resnet", "repo/pipeline"], "s3://bucket/mme/")
+        [(a.name, a.status) for a in uploaded]
+        # [('resnet.tar.gz', 'uploaded'), ('pipeline.tar.gz', 'unchanged')]
     """
     bucket, prefix = parse_s3_url(model_data_url)
     items = _as_list(models)
@@ -201,9 +202,9 @@ def list_models(
         ArtifactError: S3 refused the listing (missing bucket, access denied, ...).
         ValueError: a bad URL.
 
-    Example:
-        >>> list_models("s3://bucket/mme/")  # doctest: +SKIP
-        ['pipeline.tar.gz', 'resnet.tar.gz']
+    Example::
+
+        list_models("s3://bucket/mme/")  # ['pipeline.tar.gz', 'resnet.tar.gz']
     """
     bucket, prefix = parse_s3_url(model_data_url)
     client = _client(boto3_session_of(boto3_session, sagemaker_session), s3_client, boto_config)
@@ -238,9 +239,9 @@ def remove_model(
         ArtifactError: S3 refused the call.
         ValueError: a bad URL or name.
 
-    Example:
-        >>> remove_model("s3://bucket/mme/", "resnet.tar.gz")  # doctest: +SKIP
-        True
+    Example::
+
+        remove_model("s3://bucket/mme/", "resnet.tar.gz")  # True
     """
     bucket, prefix = parse_s3_url(model_data_url)
     check_target_model(name)  # any name another tool may have uploaded under, spaces included

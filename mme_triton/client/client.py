@@ -94,11 +94,11 @@ class MMEClient:
     Raises:
         ValueError: an option is out of range.
 
-    Example:
-        >>> client = MMEClient("my-endpoint")  # doctest: +SKIP
-        >>> out = client.infer("linear.tar.gz", {"INPUT0": np.ones((2, 4), np.float32)})  # doctest: +SKIP
-        >>> out["OUTPUT0"].shape  # doctest: +SKIP
-        (2, 3)
+    Example::
+
+        client = MMEClient("my-endpoint")
+        out = client.infer("linear.tar.gz", {"INPUT0": np.ones((2, 4), np.float32)})
+        out["OUTPUT0"].shape  # (2, 3)
     """
 
     def __init__(
@@ -231,9 +231,10 @@ class MMEClient:
             ValueError, TypeError: bad arguments (``target_model``, inputs that do not share dimension
                 0 when splitting ...).
 
-        Example:
-            >>> batch = np.random.rand(10_000, 4).astype(np.float32)  # doctest: +SKIP
-            >>> out = client.infer("linear.tar.gz", {"INPUT0": batch}, split_batches=True)  # doctest: +SKIP
+        Example::
+
+            batch = np.random.rand(10_000, 4).astype(np.float32)
+            out = client.infer("linear.tar.gz", {"INPUT0": batch}, split_batches=True)
         """
         check_target_model(target_model)
         use_binary = self._binary if binary is None else binary
@@ -419,9 +420,9 @@ class MMEClient:
             DeploymentError: the endpoint's model has no ModelDataUrl, or a describe call failed.
             ArtifactError: the S3 listing failed (no such bucket, access denied ...).
 
-        Example:
-            >>> client.models()  # doctest: +SKIP
-            ['linear.tar.gz', 'pipeline.tar.gz']
+        Example::
+
+            client.models()  # ['linear.tar.gz', 'pipeline.tar.gz']
         """
         from mme_triton.endpoint.models import endpoint_models
 

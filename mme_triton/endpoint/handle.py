@@ -139,9 +139,9 @@ class Endpoint:
         Raises:
             ArtifactError: the S3 listing failed.
 
-        Example:
-            >>> endpoint.models()  # doctest: +SKIP
-            ['linear.tar.gz', 'pipeline.tar.gz']
+        Example::
+
+            endpoint.models()  # ['linear.tar.gz', 'pipeline.tar.gz']
         """
         from mme_triton.artifact.s3 import list_models
 

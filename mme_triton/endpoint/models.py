@@ -46,9 +46,9 @@ def endpoint_model_data_url(
         DeploymentError: its config names no model, its model has no ModelDataUrl, or a describe call
             failed (the botocore error is chained).
 
-    Example:
-        >>> endpoint_model_data_url("my-mme")  # doctest: +SKIP
-        's3://my-bucket/mme/'
+    Example::
+
+        endpoint_model_data_url("my-mme")  # 's3://my-bucket/mme/'
     """
     sagemaker: SageMakerClient = make_client(
         "sagemaker",
@@ -112,9 +112,9 @@ def endpoint_models(
             :func:`endpoint_model_data_url`).
         ArtifactError: the S3 listing failed.
 
-    Example:
-        >>> endpoint_models("my-mme")  # doctest: +SKIP
-        ['linear.tar.gz', 'pipeline.tar.gz']
+    Example::
+
+        endpoint_models("my-mme")  # ['linear.tar.gz', 'pipeline.tar.gz']
     """
     from mme_triton.artifact.s3 import list_models
 

@@ -188,9 +188,9 @@ def endpoint_status(
         DeploymentError: a describe call failed (the botocore error is chained).
         ArtifactError: the S3 listing failed.
 
-    Example:
-        >>> print(endpoint_status("my-mme"))  # doctest: +SKIP
-        my-mme: InService
+    Example::
+
+        print(endpoint_status("my-mme"))  # my-mme: InService
           ...
     """
     from mme_triton.artifact.s3 import list_models

@@ -68,9 +68,10 @@ def export_pytorch(
         ModelValidationError: the exported model does not validate (nothing is left behind).
         ValueError: bad arguments.
 
-    Example:
-        >>> export_pytorch(net, torch.randn(2, 4), "repo/classifier", max_batch_size=8)  # doctest: +SKIP
-        PosixPath('repo/classifier')
+    Example::
+
+        export_pytorch(net, torch.randn(2, 4), "repo/classifier", max_batch_size=8)
+        # PosixPath('repo/classifier')
     """
     import torch
 

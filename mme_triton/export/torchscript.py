@@ -66,9 +66,10 @@ def export_torchscript(
         ModelValidationError: the model directory does not validate (nothing is left behind).
         ValueError / TypeError: bad arguments, outputs that are not tensors.
 
-    Example:
-        >>> export_torchscript(cnn, torch.randn(2, 3, 32, 32), "repo/cnn", max_batch_size=8)  # doctest: +SKIP
-        PosixPath('repo/cnn')
+    Example::
+
+        export_torchscript(cnn, torch.randn(2, 3, 32, 32), "repo/cnn", max_batch_size=8)
+        # PosixPath('repo/cnn')
     """
     import torch
 

@@ -79,12 +79,12 @@ def export_transformers(
         ValueError: the model takes no ``input_ids``, a size is out of range, or the tokenizer has more
             tokens than the model's vocabulary.
 
-    Example:
-        >>> from transformers import BertConfig, BertModel
-        >>> bert = BertModel(BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        ...                             intermediate_size=37, vocab_size=100))
-        >>> export_transformers(bert, "repo/bert", max_batch_size=8)  # doctest: +SKIP
-        PosixPath('repo/bert')
+    Example::
+
+        from transformers import BertConfig, BertModel
+        bert = BertModel(BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                    intermediate_size=37, vocab_size=100))
+        export_transformers(bert, "repo/bert", max_batch_size=8)  # PosixPath('repo/bert')
     """
     import torch
 

@@ -6,16 +6,17 @@ endpoint from a real Triton Inference Server (the ``nvidia-pytriton`` wheel's bi
 mode. The library's own functions run against it unchanged: pass ``stack.boto3_session()`` as
 ``boto3_session=``. The process environment is never changed.
 
-Example:
-    >>> from mme_triton import MMEClient, deploy_mme, teardown, upload_models
-    >>> from mme_triton.local import LocalStack
-    >>> with LocalStack() as stack:  # doctest: +SKIP
-    ...     session = stack.boto3_session()
-    ...     url = stack.model_data_url()
-    ...     upload_models(["model_repository/linear"], url, boto3_session=session)
-    ...     deploy_mme("demo", url, role=stack.role_arn, instance_type="ml.m5.xlarge", boto3_session=session)
-    ...     outputs = MMEClient("demo", boto3_session=session).infer("linear.tar.gz", {"INPUT0": x})
-    ...     teardown("demo", boto3_session=session)
+Example::
+
+    from mme_triton import MMEClient, deploy_mme, teardown, upload_models
+    from mme_triton.local import LocalStack
+    with LocalStack() as stack:
+        session = stack.boto3_session()
+        url = stack.model_data_url()
+        upload_models(["model_repository/linear"], url, boto3_session=session)
+        deploy_mme("demo", url, role=stack.role_arn, instance_type="ml.m5.xlarge", boto3_session=session)
+        outputs = MMEClient("demo", boto3_session=session).infer("linear.tar.gz", {"INPUT0": x})
+        teardown("demo", boto3_session=session)
 
 In a notebook, ``session, role, bucket = notebook_stack()`` starts a stack that stops when the kernel
 exits (:mod:`mme_triton.local.notebook`): the one line that differs from the same notebook on AWS.

@@ -58,9 +58,10 @@ def adapt_for_cpu(model_dir: Path) -> list[str]:
             or a ``model.plan`` without a config), which needs a GPU.
         ValueError: ``model_dir`` is not a directory.
 
-    Example:
-        >>> for change in adapt_for_cpu(Path("/tmp/extracted")):  # doctest: +SKIP
-        ...     logger.warning("adapted for the CPU: %s", change)
+    Example::
+
+        for change in adapt_for_cpu(Path("/tmp/extracted")):
+            logger.warning("adapted for the CPU: %s", change)
     """
     from mme_triton.model.config import format_config, parse_config_file
 

@@ -259,10 +259,10 @@ def safe_extract(
         ModelArchiveError: an unsafe member (``member`` names it), a limit broken, an unreadable archive
             or an unexpected layout. Nothing is left in ``destination`` then.
 
-    Example:
-        >>> extracted = safe_extract("linear.tar.gz", "/tmp/linear")  # doctest: +SKIP
-        >>> extracted.model_dirs  # doctest: +SKIP
-        ('linear',)
+    Example::
+
+        extracted = safe_extract("linear.tar.gz", "/tmp/linear")
+        extracted.model_dirs  # ('linear',)
     """
     destination = Path(destination)
     limits = limits or ExtractLimits()

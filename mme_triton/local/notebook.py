@@ -59,10 +59,11 @@ def notebook_stack(*, bucket: str | None = None, **options: Any) -> NotebookAWS:
         UnsupportedPlatformError: not Linux x86_64 with glibc >= 2.35.
         LocalStackError: the stack cannot start (the ``local`` extra is not installed ...).
 
-    Example:
-        >>> session, role, bucket = notebook_stack()  # doctest: +SKIP
-        >>> deploy_mme("demo", f"s3://{bucket}/demo/", role=role, instance_type="ml.c5.xlarge",
-        ...            boto3_session=session)  # doctest: +SKIP
+    Example::
+
+        session, role, bucket = notebook_stack()
+        deploy_mme("demo", f"s3://{bucket}/demo/", role=role, instance_type="ml.c5.xlarge",
+                   boto3_session=session)
     """
     global _stack, _bucket
     with _lock:

@@ -105,9 +105,10 @@ class InvocationRuntime:
         max_archive_members: entries one archive may hold.
         max_compression_ratio: how many times an archive may expand.
 
-    Example:
-        >>> runtime = InvocationRuntime(workdir=Path("/tmp/rt"))  # doctest: +SKIP
-        >>> control_plane = ControlPlane(wsgi_middleware=runtime.middleware)  # doctest: +SKIP
+    Example::
+
+        runtime = InvocationRuntime(workdir=Path("/tmp/rt"))
+        control_plane = ControlPlane(wsgi_middleware=runtime.middleware)
     """
 
     def __init__(

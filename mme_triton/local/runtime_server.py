@@ -233,10 +233,10 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 class RuntimeServer:
     """The InvokeEndpoint route of ``runtime`` on ``http://127.0.0.1:<port>`` (a free port by default).
 
-    Example:
-        >>> server = RuntimeServer(runtime)  # doctest: +SKIP
-        >>> server.start(); server.url  # doctest: +SKIP
-        'http://127.0.0.1:40123'
+    Example::
+
+        server = RuntimeServer(runtime)
+        server.start(); server.url  # 'http://127.0.0.1:40123'
     """
 
     def __init__(self, runtime: InvocationRuntime, *, host: str = "127.0.0.1", port: int = 0) -> None:

@@ -95,15 +95,16 @@ class LocalStack:
         UnsupportedPlatformError: from :meth:`start`, when this is not Linux x86_64 with glibc >= 2.35.
         LocalStackError: from :meth:`start`, when moto's server or a piece of the stack cannot start.
 
-    Example:
-        >>> from mme_triton import deploy_mme, MMEClient, upload_models, teardown
-        >>> with LocalStack() as stack:  # doctest: +SKIP
-        ...     session = stack.boto3_session()
-        ...     url = stack.model_data_url()
-        ...     upload_models(["model_repository/linear"], url, boto3_session=session)
-        ...     deploy_mme("demo", url, role=stack.role_arn, instance_type="ml.m5.xlarge",
-        ...                boto3_session=session)
-        ...     MMEClient("demo", boto3_session=session).infer("linear.tar.gz", {"INPUT0": x})
+    Example::
+
+        from mme_triton import deploy_mme, MMEClient, upload_models, teardown
+        with LocalStack() as stack:
+            session = stack.boto3_session()
+            url = stack.model_data_url()
+            upload_models(["model_repository/linear"], url, boto3_session=session)
+            deploy_mme("demo", url, role=stack.role_arn, instance_type="ml.m5.xlarge",
+                       boto3_session=session)
+            MMEClient("demo", boto3_session=session).infer("linear.tar.gz", {"INPUT0": x})
     """
 
     def __init__(
@@ -341,9 +342,9 @@ class LocalStack:
     def model_data_url(self, prefix: str = "models/", *, bucket: str | None = None) -> str:
         """``s3://<bucket>/<prefix>`` with the bucket created: a ModelDataUrl for ``deploy_mme``.
 
-        Example:
-            >>> stack.model_data_url("demo/")  # doctest: +SKIP
-            's3://mme-triton-local-123456789012/demo/'
+        Example::
+
+            stack.model_data_url("demo/")  # 's3://mme-triton-local-123456789012/demo/'
         """
         bucket = self.create_bucket(bucket)
         prefix = prefix.lstrip("/")

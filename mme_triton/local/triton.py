@@ -104,10 +104,11 @@ class TritonServer:
         python_executable: the interpreter whose packages python-backend models see (default: the running
             one); its bin directory goes first on ``PATH`` and the matching stub is used.
 
-    Example:
-        >>> with TritonServer() as server:  # doctest: +SKIP
-        ...     server.load("a1b2", Path("/tmp/extracted"), "linear.tar.gz")
-        ...     status, headers, body = server.invoke("a1b2", "linear.tar.gz", request, "application/json")
+    Example::
+
+        with TritonServer() as server:
+            server.load("a1b2", Path("/tmp/extracted"), "linear.tar.gz")
+            status, headers, body = server.invoke("a1b2", "linear.tar.gz", request, "application/json")
     """
 
     def __init__(

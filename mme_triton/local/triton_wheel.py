@@ -57,9 +57,9 @@ def find_triton() -> TritonInstallation:
         LocalStackError: ``nvidia-pytriton`` is not installed (the message says how to install it) or the
             installation lacks a piece.
 
-    Example:
-        >>> find_triton().server.name  # doctest: +SKIP
-        'tritonserver'
+    Example::
+
+        find_triton().server.name  # 'tritonserver'
     """
     try:
         spec = importlib.util.find_spec("pytriton")

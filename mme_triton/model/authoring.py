@@ -54,9 +54,9 @@ def read_config(model_dir: str | os.PathLike[str]) -> ModelConfig:
         FileNotFoundError: there is no config.pbtxt.
         ModelValidationError: it does not parse (the problem carries line and column).
 
-    Example:
-        >>> read_config("model_repository/bert").max_batch_size  # doctest: +SKIP
-        8
+    Example::
+
+        read_config("model_repository/bert").max_batch_size  # 8
     """
     from mme_triton.model.config import parse_config_file
 
@@ -102,10 +102,10 @@ def configure_model(
             combination Triton refuses.
         TypeError: an option value of the wrong type.
 
-    Example:
-        >>> configure_model("model_repository/bert", preset="onnx-gpu-throughput",
-        ...                 max_batch_size=16, model_warmup="zero")  # doctest: +SKIP
-        PosixPath('model_repository/bert')
+    Example::
+
+        configure_model("model_repository/bert", preset="onnx-gpu-throughput",
+                        max_batch_size=16, model_warmup="zero")  # PosixPath('model_repository/bert')
     """
     from mme_triton.model._pb import new_model_config
     from mme_triton.model.presets import PRESETS

@@ -77,10 +77,10 @@ def build_ensemble(
         FileExistsError: the ensemble's directory exists and ``overwrite`` is false.
         ModelValidationError: the written ensemble does not validate with its steps (nothing is left).
 
-    Example:
-        >>> build_ensemble("repo", "pipeline", ["tokenize", "bert"], inputs=["TEXT"],
-        ...                outputs=["last_hidden_state"])  # doctest: +SKIP
-        PosixPath('repo/pipeline')
+    Example::
+
+        build_ensemble("repo", "pipeline", ["tokenize", "bert"], inputs=["TEXT"],
+                       outputs=["last_hidden_state"])  # PosixPath('repo/pipeline')
     """
     from mme_triton.model._staging import staged_model_dir
     from mme_triton.model.config import format_config

@@ -117,9 +117,9 @@ def check_onnx(path: str | Path, config: ModelConfig | None, *, where: str | Non
     Returns:
         A list of problems; ``onnx-check-skipped`` (a warning) when ``onnx`` is not installed.
 
-    Example:
-        >>> check_onnx("repo/linear/1/model.onnx", config)  # doctest: +SKIP
-        []
+    Example::
+
+        check_onnx("repo/linear/1/model.onnx", config)  # []
     """
     onnx_path = Path(path)
     config_where = where or str(onnx_path.parent.parent / "config.pbtxt")

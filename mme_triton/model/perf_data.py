@@ -51,10 +51,10 @@ def perf_analyzer_data(
         ValueError: a sample does not fit the model's inputs, or requests list different inputs.
         TypeError: a value has no Triton datatype.
 
-    Example:
-        >>> perf_analyzer_data({"INPUT0": np.ones((1, 4), np.float32)}, "data.json")  # doctest: +SKIP
-        PosixPath('data.json')
-        >>> # perf_analyzer -m linear.tar.gz --input-data data.json ...
+    Example::
+
+        perf_analyzer_data({"INPUT0": np.ones((1, 4), np.float32)}, "data.json")  # PosixPath('data.json')
+        # perf_analyzer -m linear.tar.gz --input-data data.json ...
     """
     import numpy as np
 

@@ -116,10 +116,11 @@ def new_python_model(
         ModelValidationError: the written model does not validate (nothing is left behind).
         ValueError / TypeError: bad names, datatypes or dims.
 
-    Example:
-        >>> new_python_model("repo", "tokenize", inputs={"TEXT": ("BYTES", [1])},
-        ...                  outputs={"input_ids": ("INT64", [-1])}, max_batch_size=8)  # doctest: +SKIP
-        PosixPath('repo/tokenize')
+    Example::
+
+        new_python_model("repo", "tokenize", inputs={"TEXT": ("BYTES", [1])},
+                         outputs={"input_ids": ("INT64", [-1])}, max_batch_size=8)
+        # PosixPath('repo/tokenize')
     """
     from mme_triton.model._staging import staged_model_dir
     from mme_triton.model.config import format_config

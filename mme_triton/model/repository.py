@@ -90,9 +90,10 @@ class TritonModel:
         Raises:
             OSError: a member directory cannot be read.
 
-        Example:
-            >>> [e.arcname for e in load_model("repo/linear").entries()]  # doctest: +SKIP
-            ['linear', 'linear/1', 'linear/1/model.onnx', 'linear/config.pbtxt']
+        Example::
+
+            [e.arcname for e in load_model("repo/linear").entries()]
+            # ['linear', 'linear/1', 'linear/1/model.onnx', 'linear/config.pbtxt']
         """
         found: list[ModelEntry] = []
         for member in self.members:

@@ -34,10 +34,11 @@ def validate_model(path: str | os.PathLike[str], *, local_stack: bool = False) -
         PermissionError: ``path`` cannot be listed.
         OSError: any other reason ``path`` cannot be listed (a symbolic link loop, ...).
 
-    Example:
-        >>> for problem in validate_model("model_repository/resnet"):
-        ...     print(problem)  # doctest: +SKIP
-        model_repository/resnet/config.pbtxt:3:1: error config-unknown-field: unknown field ...
+    Example::
+
+        for problem in validate_model("model_repository/resnet"):
+            print(problem)
+        # model_repository/resnet/config.pbtxt:3:1: error config-unknown-field: unknown field ...
     """
     model = load_model(path)
     problems = list(model.problems)
