@@ -6,6 +6,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -27,6 +28,8 @@ __all__ = [
 logger = logging.getLogger("mme_triton.local.triton")
 
 LOG_TAIL_BYTES = 4000
+# "<path of the binary>: unrecognized option ..." as getopt writes it.
+_ARGV0 = re.compile(r"^\S*/tritonserver: ")
 
 
 def free_port() -> int:
@@ -81,7 +84,7 @@ def startup_failure(path: Path) -> str:
         if found:
             return " ".join(line for line in lines[found[-1] :] if line)
     reasons = [
-        line
+        _ARGV0.sub("tritonserver: ", line)  # getopt names the binary by its path: this machine's
         for line in lines
         if "unrecognized option" in line
         or "is ambiguous" in line
