@@ -1,8 +1,9 @@
 """The SageMaker SDK's habits: a ``sagemaker.Session`` wherever a boto3 session goes, and the defaults the
 SDK derives (execution role, default bucket) when ``deploy_mme`` is not given them.
 
-The tests with the SDK run on the embedded stack and are skipped, with the reason, where ``sagemaker`` is
-not installed (CI's full suite installs it). The tests without it hide the SDK from the import system.
+The tests with the SDK (marker ``sagemaker``) run on the embedded stack; CI's full suite installs the SDK
+and its core run deselects them (where it is missing, they are skipped with the reason). The tests
+without it hide the SDK from the import system.
 """
 
 from __future__ import annotations
@@ -103,6 +104,7 @@ def stack() -> Iterator[Any]:
         yield running
 
 
+@pytest.mark.sagemaker
 @pytest.mark.moto
 def test_sdk_session_is_unwrapped(sdk: Any, plane: Any) -> None:
     session = sdk.session_class(boto_session=plane.boto3_session(), default_bucket="unwrapped")
@@ -110,6 +112,7 @@ def test_sdk_session_is_unwrapped(sdk: Any, plane: Any) -> None:
     assert _sdk.boto3_session_of(session, None) is session.boto_session  # passed as boto3_session=
 
 
+@pytest.mark.sagemaker
 @pytest.mark.moto
 def test_sdk_session_lists_and_removes_models(sdk: Any, plane: Any, tmp_path: Path) -> None:
     from mme_triton import list_models, remove_model, upload_models
@@ -122,6 +125,7 @@ def test_sdk_session_lists_and_removes_models(sdk: Any, plane: Any, tmp_path: Pa
     assert list_models(url, sagemaker_session=session) == []
 
 
+@pytest.mark.sagemaker
 @pytest.mark.triton
 @pytest.mark.moto
 def test_sdk_session_drives_deploy_client_and_teardown(
@@ -153,6 +157,7 @@ def test_sdk_session_drives_deploy_client_and_teardown(
     assert list_models(endpoint.model_data_url, sagemaker_session=session) == []
 
 
+@pytest.mark.sagemaker
 @pytest.mark.moto
 def test_sdk_derives_the_execution_role(sdk: Any, plane: Any, caplog: pytest.LogCaptureFixture) -> None:
     """``get_execution_role()`` asks STS at its regional endpoint; this session sends every client to the
@@ -179,6 +184,7 @@ def test_sdk_derives_the_execution_role(sdk: Any, plane: Any, caplog: pytest.Log
     assert f"role: {role} (the SageMaker SDK's execution role)" in caplog.text
 
 
+@pytest.mark.sagemaker
 @pytest.mark.moto
 def test_sdk_role_that_is_not_a_role_says_to_pass_role(sdk: Any, moto_url: str) -> None:
     """Plain IAM-user credentials are not an execution role: the SDK says so, and the error says what

@@ -183,6 +183,7 @@ def _sdk_triton_config() -> dict[str, Any]:
     pytest.skip("the SageMaker SDK (sagemaker-core or sagemaker) is not installed: table not cross-checked")
 
 
+@pytest.mark.sagemaker
 def test_triton_versions_agree_with_the_sagemaker_sdk_image_config() -> None:
     config = _sdk_triton_config()
     sdk = config["versions"]

@@ -19,14 +19,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch  # a run without torch deselects this module (tests/conftest.py)
 
 sys.path.insert(0, str(Path(__file__).parent))
 from triton_fixtures import triton
 
 from mme_triton import decode_response, encode_request
 from mme_triton.local.triton import TritonLoadError, TritonServer
-
-torch = pytest.importorskip("torch")
 
 pytestmark = [
     pytest.mark.triton,
