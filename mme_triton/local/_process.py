@@ -14,6 +14,8 @@ import subprocess
 from pathlib import Path
 from typing import IO
 
+from mme_triton.local.procfs import remove_shm_regions
+
 __all__ = [
     "LOG_TAIL_BYTES",
     "error_message",
@@ -125,10 +127,14 @@ def terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
-def finalize(process: subprocess.Popen[bytes] | None, log: IO[bytes] | None, tmp: str | None) -> None:
+def finalize(
+    process: subprocess.Popen[bytes] | None, log: IO[bytes] | None, tmp: str | None, shm_prefix: str = ""
+) -> None:
     if process is not None:
         terminate(process, 5.0)
     if log is not None:
         log.close()
     if tmp is not None:
         shutil.rmtree(tmp, ignore_errors=True)
+    if shm_prefix:
+        remove_shm_regions(shm_prefix)

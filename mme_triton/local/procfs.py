@@ -9,7 +9,10 @@ memory of a stub (its Python objects, the model's weights) is counted, not the p
 
 from __future__ import annotations
 
+import logging
 import os
+import re
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +22,8 @@ __all__ = [
     "StubProcess",
     "anon_rss",
     "children",
+    "new_shm_prefix",
+    "remove_orphaned_shm_regions",
     "remove_shm_regions",
     "rss",
     "shm_allocated",
@@ -27,6 +32,11 @@ __all__ = [
 ]
 
 SHM_DIR = Path("/dev/shm")
+
+logger = logging.getLogger("mme_triton.local.triton")
+
+# The stack names its servers' regions mme_triton_<pid of the process that started the server>_<8 hex>_.
+_STACK_REGION = re.compile(r"mme_triton_(\d+)_[0-9a-f]{8}_")
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -164,3 +174,46 @@ def children(pid: int) -> list[int]:
         if len(fields) > 1 and fields[1] == str(pid):
             found.append(int(entry.name))
     return found
+
+
+def new_shm_prefix() -> str:
+    """A fresh ``shm-region-prefix-name`` for one server, naming the process that starts it."""
+    return f"mme_triton_{os.getpid()}_{secrets.token_hex(4)}_"
+
+
+def _runs(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def remove_orphaned_shm_regions() -> dict[int, int]:
+    """Remove the stack's regions whose starting process no longer runs; return {pid: regions removed}.
+
+    A process that is killed (SIGKILL, the OOM killer) cannot clean up, and its servers' regions would
+    hold their memory until the machine restarts; every new server removes them first, and logs it.
+    """
+    removed: dict[int, int] = {}
+    for name in shm_regions("mme_triton_"):
+        match = _STACK_REGION.match(name)
+        if match is None:
+            continue
+        pid = int(match.group(1))
+        if pid == os.getpid() or _runs(pid):
+            continue
+        try:
+            (SHM_DIR / name).unlink()
+        except OSError:
+            continue
+        removed[pid] = removed.get(pid, 0) + 1
+    for pid, count in removed.items():
+        logger.info(
+            "removed %d shared-memory regions left in /dev/shm by process %d, which no longer runs",
+            count,
+            pid,
+        )
+    return removed

@@ -15,8 +15,6 @@ from __future__ import annotations
 import http.client
 import json
 import logging
-import os
-import secrets
 import shutil
 import subprocess
 import tempfile
@@ -41,7 +39,15 @@ from mme_triton.local._process import (
     startup_failure,
     terminate,
 )
-from mme_triton.local.procfs import StubProcess, remove_shm_regions, rss, shm_regions, stub_processes
+from mme_triton.local.procfs import (
+    StubProcess,
+    new_shm_prefix,
+    remove_orphaned_shm_regions,
+    remove_shm_regions,
+    rss,
+    shm_regions,
+    stub_processes,
+)
 from mme_triton.local.triton_wheel import (
     TritonInstallation,
     find_triton,
@@ -373,7 +379,8 @@ class TritonServer:
     ) -> None:
         assert self._log_path is not None and self._tmp is not None
         self._port = free_port()
-        self._shm_prefix = f"mme_triton_{os.getpid()}_{secrets.token_hex(4)}_"
+        self._shm_prefix = new_shm_prefix()
+        remove_orphaned_shm_regions()  # what killed processes left (docs/local-triton.md)
         # The serve script's arguments first; then what the stack must decide, which wins over them.
         argv = [
             str(installation.server),
@@ -408,7 +415,7 @@ class TritonServer:
             raise LocalStackError(f"cannot run {installation.server}: {exc}") from exc
         self._process = process
         self._log_file = log_file
-        self._finalizer = weakref.finalize(self, finalize, process, log_file, self._tmp)
+        self._finalizer = weakref.finalize(self, finalize, process, log_file, self._tmp, self._shm_prefix)
         logger.debug("started tritonserver pid %d on port %d", process.pid, self._port)
         deadline = started + self._startup_timeout
         while True:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import http.client
 import importlib.util
 import json
+import os
 import socket
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -202,3 +204,25 @@ def test_triton_server_retries_when_its_port_is_taken_first(
         with TritonServer(workdir=tmp_path) as server:
             assert server.port != taken
             assert _get(server.url, "/ping") == 200
+
+
+def test_server_start_removes_regions_a_killed_stack_left_in_dev_shm(tmp_path: Path) -> None:
+    """A process that is SIGKILLed cannot remove its servers' python-backend regions; the next server
+    started on the machine removes those of processes that no longer run, and only those."""
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    dead_pid = int(finished.stdout)
+    live_pid = os.getppid()  # a process that runs, not this one
+    shm = Path("/dev/shm")
+    orphan = shm / f"mme_triton_{dead_pid}_0123abcd_{uuid.uuid4()}"
+    alive = shm / f"mme_triton_{live_pid}_0123abcd_{uuid.uuid4()}"
+    unrelated = shm / f"mme_triton_notes_{uuid.uuid4()}"
+    for region in (orphan, alive, unrelated):
+        region.write_bytes(b"\0" * 4096)
+    try:
+        with TritonServer(workdir=tmp_path) as server:
+            assert server.shm_prefix.startswith(f"mme_triton_{os.getpid()}_")
+            assert not orphan.exists()
+            assert alive.exists() and unrelated.exists()
+    finally:
+        for region in (orphan, alive, unrelated):
+            region.unlink(missing_ok=True)
