@@ -65,7 +65,7 @@ def triton_load_time(model: Path, scratch: Path, rounds: int = 3) -> dict[str, f
     """Seconds Triton's SageMaker front-end takes to load and to unload ``model`` (median of ``rounds``)."""
     import shutil
 
-    from mme_triton.local.triton import TritonServer
+    from mme_triton.local.triton.server import TritonServer
 
     loads, unloads = [], []
     with TritonServer(workdir=scratch / "direct") as server:

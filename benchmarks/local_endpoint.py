@@ -181,8 +181,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from mme_triton import MMEClient, deploy_mme
     from mme_triton.local import LocalStack
-    from mme_triton.local.endpoint_runtime import target_model_hash
     from mme_triton.local.quickstart import write_quickstart_models
+    from mme_triton.local.route.endpoint_runtime import target_model_hash
 
     with tempfile.TemporaryDirectory() as scratch, LocalStack(workdir=scratch) as stack:
         linear, _ = write_quickstart_models(Path(scratch) / "repo")

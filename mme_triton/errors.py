@@ -23,14 +23,14 @@ this one).
     │   └── TeardownError           some resources could not be removed (carries the report)
     └── LocalStackError             the embedded stack cannot run or failed
         ├── UnsupportedPlatformError  not Linux x86_64 with glibc >= 2.35
-        ├── ModelArchiveError       an archive the stack refuses to extract  (mme_triton.local.extract)
-        ├── ModelDataNotFoundError  the artifact is not in S3  (mme_triton.local.endpoint_runtime)
-        ├── GPUModelError           a model that cannot run on the CPU  (mme_triton.local.adapt)
-        ├── UnsupportedModelError   a backend or a name the stack cannot serve  (mme_triton.local.support)
+        ├── ModelArchiveError       an archive the stack refuses to extract  (mme_triton.local.route.extract)
+        ├── ModelDataNotFoundError  the artifact is not in S3  (mme_triton.local.route.endpoint_runtime)
+        ├── GPUModelError           a model that cannot run on the CPU  (mme_triton.local.route.adapt)
+        ├── UnsupportedModelError   a backend or name the stack cannot serve  (mme_triton.local.route.support)
         ├── ContainerExitError      the serve script refuses the Environment  (mme_triton.local.serve)
-        ├── TritonStartError        tritonserver exited while starting  (mme_triton.local.triton)
-        └── TritonRequestError      Triton refused a control request  (mme_triton.local.triton)
-            └── TritonLoadError     Triton refused to load a model  (mme_triton.local.triton)
+        ├── TritonStartError        tritonserver exited while starting  (mme_triton.local.triton.server)
+        └── TritonRequestError      Triton refused a control request  (mme_triton.local.triton.server)
+            └── TritonLoadError     Triton refused to load a model  (mme_triton.local.triton.server)
 
 Misuse by the caller (a wrong type, an out-of-range option) raises plain ``ValueError``/``TypeError``.
 Warnings the library issues (a setting that does nothing, a limit it applies) are ``MMETritonWarning``.

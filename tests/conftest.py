@@ -46,7 +46,7 @@ def moto_url() -> Iterator[str]:
 @pytest.fixture
 def plane() -> Iterator[Any]:
     """The embedded stack's control plane alone: moto's server with what moto lacks (no Triton)."""
-    from mme_triton.local.controlplane import ControlPlane
+    from mme_triton.local.aws.controlplane import ControlPlane
 
     with ControlPlane(transition_delay=0.05) as control_plane:
         yield control_plane

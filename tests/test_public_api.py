@@ -39,7 +39,7 @@ def test_error_tree_drawing_lists_every_class() -> None:
 
     for info in pkgutil.walk_packages(mme_triton.__path__, prefix="mme_triton."):
         if not info.name.startswith(
-            ("mme_triton.export.", "mme_triton.local.backends", "mme_triton.__main__")
+            ("mme_triton.export.", "mme_triton.local.triton.backends", "mme_triton.__main__")
         ):
             importlib.import_module(info.name)
 

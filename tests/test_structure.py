@@ -61,18 +61,18 @@ def test_sagemaker_fact_is_defined_only_in_sagemaker_module(fact: str, pattern: 
     [
         ("mme_triton.client.client", "MAX_PAYLOAD_BYTES", "MAX_PAYLOAD_BYTES"),
         ("mme_triton.client", "MAX_PAYLOAD_BYTES", "MAX_PAYLOAD_BYTES"),
-        ("mme_triton.local.runtime", "MAX_PAYLOAD_BYTES", "MAX_PAYLOAD_BYTES"),
-        ("mme_triton.local.responses", "MAX_PAYLOAD_BYTES", "MAX_PAYLOAD_BYTES"),
-        ("mme_triton.local.triton", "TARGET_MODEL_HEADER", "TARGET_MODEL_HEADER"),
-        ("mme_triton.local.runtime", "TARGET_MODEL_HEADER", "TARGET_MODEL_HEADER"),
+        ("mme_triton.local.route.runtime", "MAX_PAYLOAD_BYTES", "MAX_PAYLOAD_BYTES"),
+        ("mme_triton.local.route.responses", "MAX_PAYLOAD_BYTES", "MAX_PAYLOAD_BYTES"),
+        ("mme_triton.local.triton.server", "TARGET_MODEL_HEADER", "TARGET_MODEL_HEADER"),
+        ("mme_triton.local.route.runtime", "TARGET_MODEL_HEADER", "TARGET_MODEL_HEADER"),
         ("mme_triton.client.client", "check_target_model", "check_target_model"),
         ("mme_triton.artifact.s3", "check_target_model", "check_target_model"),
-        ("mme_triton.local.runtime", "target_model_problem", "target_model_problem"),
+        ("mme_triton.local.route.runtime", "target_model_problem", "target_model_problem"),
         ("mme_triton.artifact.package", "target_model_problem", "target_model_problem"),
         ("mme_triton.artifact.s3", "parse_s3_url", "parse_s3_url"),
         ("mme_triton.artifact", "parse_s3_url", "parse_s3_url"),
-        ("mme_triton.local.runtime", "parse_s3_url", "parse_s3_url"),
-        ("mme_triton.local.endpoint_runtime", "parse_s3_url", "parse_s3_url"),
+        ("mme_triton.local.route.runtime", "parse_s3_url", "parse_s3_url"),
+        ("mme_triton.local.route.endpoint_runtime", "parse_s3_url", "parse_s3_url"),
         ("mme_triton.endpoint._resolve", "parse_s3_url", "parse_s3_url"),
         ("mme_triton.client.client", "parse_s3_url", "parse_s3_url"),
         ("mme_triton.client._errors_map", "error_code", "error_code"),
@@ -81,14 +81,14 @@ def test_sagemaker_fact_is_defined_only_in_sagemaker_module(fact: str, pattern: 
         ("mme_triton.endpoint.handle", "is_transient", "is_transient"),
         ("mme_triton.endpoint.teardown", "error_code", "error_code"),
         ("mme_triton.endpoint.autoscaling", "error_code", "error_code"),
-        ("mme_triton.local.endpoint_runtime", "error_code", "error_code"),
+        ("mme_triton.local.route.endpoint_runtime", "error_code", "error_code"),
         ("mme_triton.artifact.s3", "error_code", "error_code"),
         ("mme_triton.endpoint.teardown", "model_data_url_of", "model_data_url_of"),
         ("mme_triton.endpoint.models", "model_data_url_of", "model_data_url_of"),
-        ("mme_triton.local.runtime", "model_data_url_of", "model_data_url_of"),
-        ("mme_triton.local.runtime", "serving_container", "serving_container"),
+        ("mme_triton.local.route.runtime", "model_data_url_of", "model_data_url_of"),
+        ("mme_triton.local.route.runtime", "serving_container", "serving_container"),
         ("mme_triton.model._ensemble", "ENSEMBLE_CONFIG_PATTERN", "ENSEMBLE_CONFIG_PATTERN"),
-        ("mme_triton.local.extract", "ENSEMBLE_CONFIG_PATTERN", "ENSEMBLE_CONFIG_PATTERN"),
+        ("mme_triton.local.route.extract", "ENSEMBLE_CONFIG_PATTERN", "ENSEMBLE_CONFIG_PATTERN"),
     ],
 )
 def test_stages_import_the_one_definition(module: str, name: str, fact: str) -> None:
@@ -125,8 +125,31 @@ def test_lazy_table_names_the_defining_module(name: str) -> None:
     assert getattr(value, "__module__", module) == module, f"{name} is defined in {value.__module__}"
 
 
+# The embedded stack's wings (CONTRIBUTING.md): what each may import of mme_triton.local. The modules above
+# the wings (stack, serve, cli, quickstart, notebook) put them together.
+_WING_IMPORTS = {
+    "aws": {"aws"},
+    "triton": {"triton"},
+    "route": {"route", "triton"},
+}
+_LOCAL_IMPORT = re.compile(r"^\s*(?:from|import)\s+mme_triton\.local\.(\w+)", re.MULTILINE)
+
+
+@pytest.mark.parametrize("wing", sorted(_WING_IMPORTS))
+def test_local_wings_import_only_along_the_grain(wing: str) -> None:
+    allowed = _WING_IMPORTS[wing]
+    against = [
+        f"{path.relative_to(PACKAGE)}: mme_triton.local.{target}"
+        for path in SOURCES
+        if path.relative_to(PACKAGE).parts[:2] == ("local", wing)
+        for target in _LOCAL_IMPORT.findall(_source(path))
+        if target not in allowed
+    ]
+    assert against == [], f"local/{wing}/ imports against the grain:\n" + "\n".join(against)
+
+
 def test_every_package_module_imports() -> None:
-    optional = ("mme_triton.export.", "mme_triton.local.backends", "mme_triton.__main__")
+    optional = ("mme_triton.export.", "mme_triton.local.triton.backends", "mme_triton.__main__")
     for info in pkgutil.walk_packages([str(PACKAGE)], prefix="mme_triton."):
         if info.name.startswith(optional):
             continue

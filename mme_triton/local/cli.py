@@ -15,7 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from mme_triton.local.limits import DEFAULT_MAX_COMPRESSION_RATIO, DEFAULT_MAX_MEMBERS, DEFAULT_SHM_LIMIT
+from mme_triton.local.route.limits import DEFAULT_MAX_COMPRESSION_RATIO, DEFAULT_MAX_MEMBERS
+from mme_triton.local.triton.options import DEFAULT_SHM_LIMIT
 
 __all__ = ["add_local_commands", "local_up", "parse_size", "quickstart"]
 

@@ -16,14 +16,14 @@ deploy):
   python models see.
 
 :func:`serve_plan` derives all of that; :func:`default_triton_factory` builds an endpoint's server from it,
-within the stack's limits (:mod:`mme_triton.local.limits`).
+within the stack's limits (:mod:`mme_triton.local.route.limits`).
 """
 
 from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,8 +51,8 @@ from mme_triton.endpoint.environment import (
     THREAD_COUNT,
 )
 from mme_triton.errors import LocalStackError, MMETritonWarning
-from mme_triton.local.endpoint_runtime import TritonLike
-from mme_triton.local.limits import DEFAULT_SHM_LIMIT, bound_triton_args
+from mme_triton.local.triton.options import DEFAULT_SHM_LIMIT, bound_triton_args
+from mme_triton.local.triton.protocol import TritonFactory, TritonLike
 
 __all__ = [
     "ContainerExitError",
@@ -65,9 +65,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-TritonFactory = Callable[[str, Mapping[str, str], Path], TritonLike]
-"""(endpoint name, the model's Environment, a scratch directory) -> an unstarted Triton server."""
 
 _INFERENCE_TYPES = ("infer", "generate", "generate_stream")
 # Set by SageMaker's platform (or by the stack, which picks the port) and by the stack for Triton itself.
@@ -196,15 +193,15 @@ def serve_environment(environment: Mapping[str, str]) -> dict[str, str]:
 def default_triton_factory(
     *, log_verbose: int = 0, startup_timeout: float = 60.0, shm_limit: int = DEFAULT_SHM_LIMIT
 ) -> TritonFactory:
-    """Builds each endpoint's :class:`~mme_triton.local.triton.TritonServer` as the serve script would,
-    within the stack's limits (``shm_limit``: see :func:`~mme_triton.local.limits.bound_triton_args`).
+    """Builds each endpoint's :class:`~mme_triton.local.triton.server.TritonServer` as the serve script would,
+    within the stack's limits (``shm_limit``: see :func:`~mme_triton.local.route.limits.bound_triton_args`).
 
     ``--log-verbose`` follows ``SAGEMAKER_TRITON_LOG_VERBOSE`` when the Environment sets it, else
     ``log_verbose`` (not the script's default verbose logging).
     """
 
     def factory(endpoint_name: str, environment: Mapping[str, str], workdir: Path) -> TritonLike:
-        from mme_triton.local.triton import TritonServer
+        from mme_triton.local.triton.server import TritonServer
 
         plan = serve_plan(environment)
         for line in plan.ignored:

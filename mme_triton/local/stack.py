@@ -2,13 +2,14 @@
 
 :class:`LocalStack` puts the pieces of :mod:`mme_triton.local` together on 127.0.0.1:
 
-- :class:`~mme_triton.local.controlplane.ControlPlane` — moto's server for S3, SageMaker, IAM, STS and
+- :class:`~mme_triton.local.aws.controlplane.ControlPlane` — moto's server for S3, SageMaker, IAM, STS and
   Application Auto Scaling, with endpoint status transitions and ``UpdateEndpoint`` added;
-- :class:`~mme_triton.local.runtime.InvocationRuntime` — it answers ``POST /endpoints/<name>/invocations``
-  the way SageMaker's runtime does for a multi-model endpoint, on a port of its own
-  (:class:`~mme_triton.local.runtime_server.RuntimeServer`, where the stack's sessions send
-  ``sagemaker-runtime`` calls) and in front of moto's WSGI app (for clients that know one URL only);
-- one :class:`~mme_triton.local.triton.TritonServer` per in-service endpoint, started when the endpoint
+- :class:`~mme_triton.local.route.runtime.InvocationRuntime` — it answers
+  ``POST /endpoints/<name>/invocations`` the way SageMaker's runtime does for a multi-model endpoint, on a
+  port of its own (:class:`~mme_triton.local.route.runtime_server.RuntimeServer`, where the stack's
+  sessions send ``sagemaker-runtime`` calls) and in front of moto's WSGI app (for clients that know one
+  URL only);
+- one :class:`~mme_triton.local.triton.server.TritonServer` per in-service endpoint, started when the endpoint
   goes ``InService``, replaced after ``UpdateEndpoint`` and stopped by ``DeleteEndpoint``.
 
 The stack never touches ``os.environ``: it hands out a boto3 session whose clients default to it, so every
@@ -27,23 +28,24 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from mme_triton.errors import LocalStackError
-from mme_triton.local.endpoint_runtime import DEFAULT_READY_TIMEOUT, EndpointRuntime
-from mme_triton.local.limits import (
+from mme_triton.local.route.endpoint_runtime import DEFAULT_READY_TIMEOUT, EndpointRuntime
+from mme_triton.local.route.limits import (
     DEFAULT_MAX_COMPRESSION_RATIO,
     DEFAULT_MAX_MEMBERS,
-    DEFAULT_SHM_LIMIT,
     check_limits,
 )
-from mme_triton.local.lru import DEFAULT_MEMORY_BUDGET
-from mme_triton.local.names import is_shell_safe
-from mme_triton.local.runtime import InvocationRuntime
+from mme_triton.local.route.lru import DEFAULT_MEMORY_BUDGET
+from mme_triton.local.route.names import is_shell_safe
+from mme_triton.local.route.runtime import InvocationRuntime
+from mme_triton.local.serve import default_triton_factory
+from mme_triton.local.triton.options import DEFAULT_SHM_LIMIT
 
 if TYPE_CHECKING:
     import boto3
 
-    from mme_triton.local.controlplane import ControlPlane
-    from mme_triton.local.runtime_server import RuntimeServer
-    from mme_triton.local.triton import TritonServer
+    from mme_triton.local.aws.controlplane import ControlPlane
+    from mme_triton.local.route.runtime_server import RuntimeServer
+    from mme_triton.local.triton.server import TritonServer
 
 __all__ = ["DEFAULT_BUCKET_PREFIX", "LocalStack"]
 
@@ -172,11 +174,11 @@ class LocalStack:
             if self._plane is not None:
                 return self
             if self._check_platform:
-                from mme_triton.local.platform import check_platform
+                from mme_triton.local.triton.platform import check_platform
 
                 check_platform()
-            from mme_triton.local.controlplane import ControlPlane
-            from mme_triton.local.triton import find_triton
+            from mme_triton.local.aws.controlplane import ControlPlane
+            from mme_triton.local.triton.server import find_triton
 
             # fail now, not when the first endpoint goes in service, if the Triton wheel is missing
             find_triton()
@@ -196,9 +198,10 @@ class LocalStack:
                 region=self.region,
                 memory_budget=self.memory_budget,
                 max_models=self.max_models,
-                log_verbose=self._log_verbose,
+                triton_factory=default_triton_factory(
+                    log_verbose=self._log_verbose, shm_limit=self.shm_limit
+                ),
                 ready_timeout=self._model_ready_timeout,
-                shm_limit=self.shm_limit,
                 max_unpacked_bytes=self.max_unpacked_bytes,
                 max_archive_members=self.max_archive_members,
                 max_compression_ratio=self.max_compression_ratio,
@@ -210,7 +213,7 @@ class LocalStack:
             )
             plane.on_in_service.append(runtime.on_in_service)
             plane.on_deleted.append(runtime.on_deleted)
-            from mme_triton.local.runtime_server import RuntimeServer
+            from mme_triton.local.route.runtime_server import RuntimeServer
 
             server = RuntimeServer(runtime)
             try:

@@ -40,7 +40,7 @@ def bare_aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 @pytest.fixture
 def aws_env(monkeypatch: pytest.MonkeyPatch, bare_aws: None) -> Iterator[str]:
     """The control plane, reached the way another process reaches it: through AWS_* variables."""
-    from mme_triton.local.controlplane import ControlPlane
+    from mme_triton.local.aws.controlplane import ControlPlane
 
     with ControlPlane(transition_delay=0.05) as plane:
         credentials = plane.boto3_session().get_credentials()

@@ -6,7 +6,7 @@ front-end (``/models/<hash>/invoke``) and wraps Triton's answers into the error 
 (``x-amzn-ErrorType`` header and JSON body). boto3's ``sagemaker-runtime`` client points at it through
 ``endpoint_url``, so botocore's own parser reads every answer.
 
-The front's error answers are the embedded stack's own (:mod:`mme_triton.local.responses`, standard
+The front's error answers are the embedded stack's own (:mod:`mme_triton.local.route.responses`, standard
 library only). Heavy imports (onnx, moto, the Triton wheel) happen inside the fixtures that need them;
 the tests that use those fixtures are marked ``triton`` or ``moto``.
 """
@@ -30,7 +30,7 @@ import pytest
 from mme_triton.client import _json
 from mme_triton.client.datatypes import DATATYPES
 from mme_triton.local import responses
-from mme_triton.local.responses import RuntimeResponse
+from mme_triton.local.route.responses import RuntimeResponse
 
 ACCOUNT_ID = "123456789012"
 REGION = "us-east-1"
@@ -128,14 +128,14 @@ def write_linear_model(root: Path) -> Path:
 class ServedModels:
     """A running Triton and the TargetModels it serves, by TargetModel -> model hash."""
 
-    server: Any  # mme_triton.local.triton.TritonServer
+    server: Any  # mme_triton.local.triton.server.TritonServer
     hashes: dict[str, str]
 
 
 @pytest.fixture(scope="session")
 def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedModels]:
     """A real Triton (SageMaker front-end, multi-model mode) serving ``echo.tar.gz`` and ``linear.tar.gz``."""
-    from mme_triton.local.triton import TritonServer
+    from mme_triton.local.triton.server import TritonServer
 
     echo_dir = write_echo_model(tmp_path_factory.mktemp("echo"))
     linear_dir = write_linear_model(tmp_path_factory.mktemp("linear"))
@@ -218,7 +218,7 @@ class SageMakerFront:
     def url(self) -> str:
         return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
-    # The error answers are the embedded stack's own (mme_triton.local.responses), so the client is
+    # The error answers are the embedded stack's own (mme_triton.local.route.responses), so the client is
     # tested against the same shapes the stack's runtime sends.
 
     @staticmethod

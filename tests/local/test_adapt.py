@@ -12,8 +12,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from triton_fixtures import LINEAR_CONFIG, json_request, make_linear_model, triton
 
-from mme_triton.local.adapt import GPUModelError, adapt_for_cpu
-from mme_triton.local.triton import TritonLoadError, TritonServer
+from mme_triton.local.route.adapt import GPUModelError, adapt_for_cpu
+from mme_triton.local.triton.server import TritonLoadError, TritonServer
 from mme_triton.model.config import parse_config_file
 
 __all__ = ["triton"]  # the fixture, imported for pytest

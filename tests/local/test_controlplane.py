@@ -180,7 +180,7 @@ def test_controlplane_endpoint_deleted_while_hook_runs_gets_on_deleted_again(pla
 
 
 def test_controlplane_instances_do_not_see_each_other(plane: Any, sm: Any) -> None:
-    from mme_triton.local.controlplane import ControlPlane
+    from mme_triton.local.aws.controlplane import ControlPlane
 
     _model(sm, "only-here")
     with ControlPlane() as other:
@@ -200,7 +200,7 @@ def test_controlplane_session_leaves_process_environment_alone(plane: Any) -> No
 
 
 def test_controlplane_wsgi_middleware_wraps_moto() -> None:
-    from mme_triton.local.controlplane import ControlPlane
+    from mme_triton.local.aws.controlplane import ControlPlane
 
     paths: list[str] = []
 

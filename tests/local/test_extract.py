@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mme_triton.local.extract import ExtractLimits, ModelArchiveError, directory_size, safe_extract
+from mme_triton.local.route.extract import ExtractLimits, ModelArchiveError, directory_size, safe_extract
 
 CONFIG = b'name: "linear"\nbackend: "onnxruntime"\nmax_batch_size: 0\n'
 ENSEMBLE_CONFIG = b'name: "pipeline"\nplatform: "ensemble"\nmax_batch_size: 0\n'

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mme_triton.local._http11 import HttpError, MessageReader
+from mme_triton.local.route._http11 import HttpError, MessageReader
 
 REQUEST = b"POST /endpoints/e/invocations HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
 

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from mme_triton.local.limits import (
-    DEFAULT_SHM_LIMIT,
-    MAX_THREADS,
-    bound_triton_args,
-    check_limits,
-    check_shm_limit,
-)
+from mme_triton.local.route.limits import check_limits
 from mme_triton.local.serve import serve_args
+from mme_triton.local.triton.options import DEFAULT_SHM_LIMIT, MAX_THREADS, bound_triton_args, check_shm_limit
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB

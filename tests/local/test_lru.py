@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mme_triton.local.lru import ModelLRU
+from mme_triton.local.route.lru import ModelLRU
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mme_triton.local.names import is_shell_safe, rename_in_response, triton_model_name, user_message
+from mme_triton.local.route.names import is_shell_safe, rename_in_response, triton_model_name, user_message
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ from triton_fixtures import (
 )
 
 import mme_triton.local
-from mme_triton.local.triton import TritonLoadError, TritonServer
+from mme_triton.local.triton.server import TritonLoadError, TritonServer
 
 pytestmark = pytest.mark.triton
 
@@ -269,7 +269,7 @@ def backend_module(monkeypatch: pytest.MonkeyPatch) -> Any:
 
     stand_in.TritonModelException = TritonModelException  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "triton_python_backend_utils", stand_in)
-    path = Path(mme_triton.local.__file__).parent / "backends" / "onnxruntime" / "model.py"
+    path = Path(mme_triton.local.__file__).parent / "triton" / "backends" / "onnxruntime" / "model.py"
     spec = importlib.util.spec_from_file_location("onnxruntime_backend_model", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

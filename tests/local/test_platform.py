@@ -7,7 +7,7 @@ import platform
 import pytest
 
 from mme_triton.errors import UnsupportedPlatformError
-from mme_triton.local.platform import check_platform, glibc_version, platform_problem
+from mme_triton.local.triton.platform import check_platform, glibc_version, platform_problem
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from triton_fixtures import triton
 
 from mme_triton import decode_response, encode_request
-from mme_triton.local.triton import TritonLoadError, TritonServer
+from mme_triton.local.triton.server import TritonLoadError, TritonServer
 
 pytestmark = [
     pytest.mark.triton,

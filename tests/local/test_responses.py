@@ -10,7 +10,7 @@ import pytest
 from botocore.awsrequest import HeadersDict
 from botocore.parsers import create_parser
 
-from mme_triton.local.responses import (
+from mme_triton.local.route.responses import (
     RuntimeResponse,
     endpoint_not_found,
     internal_failure,

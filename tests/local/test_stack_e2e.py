@@ -25,7 +25,7 @@ from mme_triton import (
     deploy_mme,
     upload_models,
 )
-from mme_triton.local.endpoint_runtime import target_model_hash
+from mme_triton.local.route.endpoint_runtime import target_model_hash
 
 pytestmark = [pytest.mark.triton, pytest.mark.moto]
 

@@ -17,8 +17,8 @@ from botocore.exceptions import ClientError
 
 from mme_triton import InferenceError, MMEClient, deploy_mme, upload_models
 from mme_triton.local import LocalStack
-from mme_triton.local.endpoint_runtime import target_model_hash
-from mme_triton.local.extract import directory_size
+from mme_triton.local.route.endpoint_runtime import target_model_hash
+from mme_triton.local.route.extract import directory_size
 
 pytestmark = [pytest.mark.triton, pytest.mark.moto]
 
@@ -132,7 +132,7 @@ def test_stack_serves_a_gpu_config_from_an_adapted_copy(
     )
     url = _deploy(small_stack, "gpu", "gpu/", [])
     upload_models([gpu_model], url, boto3_session=small_stack.boto3_session())
-    caplog.set_level(logging.WARNING, logger="mme_triton.local.runtime")
+    caplog.set_level(logging.WARNING, logger="mme_triton.local.route.runtime")
 
     out = MMEClient("gpu", boto3_session=small_stack.boto3_session()).infer("scale_gpu.tar.gz", {"INPUT0": X})
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from mme_triton.local.extract import ExtractedModel
-from mme_triton.local.support import UnsupportedModelError, check_servable
+from mme_triton.local.route.extract import ExtractedModel
+from mme_triton.local.route.support import UnsupportedModelError, check_servable
 
 
 def _model(root: Path, name: str, config: str | None, files: dict[str, bytes]) -> None:

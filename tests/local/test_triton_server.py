@@ -25,9 +25,9 @@ from triton_fixtures import (
     triton,
 )
 
-import mme_triton.local.triton as triton_module
+import mme_triton.local.triton.server as triton_module
 from mme_triton.errors import LocalStackError
-from mme_triton.local.triton import TritonLoadError, TritonServer, find_triton
+from mme_triton.local.triton.server import TritonLoadError, TritonServer, find_triton
 
 pytestmark = pytest.mark.triton
 

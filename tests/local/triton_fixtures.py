@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mme_triton.local.triton import TritonServer
+from mme_triton.local.triton.server import TritonServer
 
 # y = x @ W + B for the linear test model
 LINEAR_W = (np.arange(12, dtype=np.float32).reshape(4, 3) / 10).astype(np.float32)

@@ -1,19 +1,15 @@
-"""What the embedded stack lets an endpoint take from the machine it runs on, and how it keeps to that.
+"""What ``tritonserver`` arguments an endpoint's Environment may set on the embedded stack, and their bounds.
 
-On SageMaker an endpoint has an instance to itself; on the stack every endpoint shares one machine with
-the user's other work. Settings that are harmless (or the user's own business) on an instance are bounded
-here, each with a documented default, a warning when a requested value is lowered, and a test:
+The container's serve script turns ``SAGEMAKER_TRITON_*`` variables into ``tritonserver`` arguments
+(:mod:`mme_triton.local.serve`); on SageMaker an endpoint has an instance to itself, on the stack it shares
+one machine with the user's other work, so :func:`bound_triton_args` keeps those arguments within bounds:
 
 - shared memory: the python backend commits ``shm-default-byte-size`` in ``/dev/shm`` for every model
   instance as soon as it loads, and every model on the stack (ONNX and TorchScript ones included) runs on
-  the python backend. :func:`bound_triton_args` lowers ``shm-default-byte-size`` and
-  ``shm-growth-byte-size`` (from ``SAGEMAKER_TRITON_SHM_*`` or ``SAGEMAKER_TRITON_ADDITIONAL_ARGS``,
-  per backend or global) and the response cache's size to ``shm_limit`` (default
-  :data:`DEFAULT_SHM_LIMIT`), and thread counts to :data:`MAX_THREADS`;
-- what ``tritonserver`` arguments in ``SAGEMAKER_TRITON_ADDITIONAL_ARGS`` may change: the model
-  repository, the log file, the backend directory and the ports belong to the stack;
-- what an archive may unpack to (:data:`DEFAULT_MAX_UNPACKED_BYTES`, :data:`DEFAULT_MAX_MEMBERS`,
-  :data:`DEFAULT_MAX_COMPRESSION_RATIO`; see :mod:`mme_triton.local.extract`).
+  the python backend. ``shm-default-byte-size`` and ``shm-growth-byte-size`` (from ``SAGEMAKER_TRITON_SHM_*``
+  or ``SAGEMAKER_TRITON_ADDITIONAL_ARGS``, per backend or global) and the response cache's size are lowered
+  to ``shm_limit`` (default :data:`DEFAULT_SHM_LIMIT`), thread counts to :data:`MAX_THREADS`;
+- the model repository, the log file, the backend directory and the ports belong to the stack.
 """
 
 from __future__ import annotations
@@ -23,22 +19,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 __all__ = [
-    "DEFAULT_MAX_COMPRESSION_RATIO",
-    "DEFAULT_MAX_MEMBERS",
-    "DEFAULT_MAX_UNPACKED_BYTES",
     "DEFAULT_SHM_LIMIT",
-    "DISK_RESERVE_BYTES",
     "MAX_THREADS",
     "MIN_SHM_LIMIT",
     "BoundedArgs",
     "bound_triton_args",
-    "check_limits",
     "check_shm_limit",
-    "human_size",
 ]
 
 MiB = 1024**2
-GiB = 1024**3
 
 DEFAULT_SHM_LIMIT = 64 * MiB
 """Default ceiling on the python backend's shared-memory settings (per model instance): 64 MiB."""
@@ -46,14 +35,6 @@ MIN_SHM_LIMIT = 1 * MiB
 """The python backend refuses a default region under 1 MiB, so a ceiling cannot be lower."""
 MAX_THREADS = 64
 """Ceiling on Triton's thread-count settings (front-end, buffer manager, model loads)."""
-DEFAULT_MAX_UNPACKED_BYTES = 16 * GiB
-"""Default limit on what one archive unpacks to when the endpoint's variant sets no ``VolumeSizeInGB``."""
-DEFAULT_MAX_MEMBERS = 10_000
-"""Default limit on the entries (files and directories) of one archive."""
-DEFAULT_MAX_COMPRESSION_RATIO = 200
-"""Default limit on unpacked bytes per compressed byte (checked once 16 MiB are unpacked)."""
-DISK_RESERVE_BYTES = 1 * GiB
-"""An extraction never leaves less than this free on the scratch directory's disk."""
 
 # Every long option of tritonserver 2.51 (command_line_parser.cc): getopt_long takes any unambiguous
 # prefix of one, so an abbreviation must be resolved against all of them.
@@ -181,15 +162,6 @@ class BoundedArgs:
     """One line per argument dropped or overridden (log these)."""
 
 
-def human_size(size: float) -> str:
-    """``"8.0 MiB"``, ``"512 bytes"``: a size for a message."""
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} TiB"  # pragma: no cover
-
-
 def check_shm_limit(shm_limit: int) -> int:
     """Return ``shm_limit`` if it is a valid ceiling (an int of at least 1 MiB).
 
@@ -201,27 +173,6 @@ def check_shm_limit(shm_limit: int) -> int:
     if shm_limit < MIN_SHM_LIMIT:
         raise ValueError(f"shm_limit must be at least 1 MiB ({MIN_SHM_LIMIT} bytes), got {shm_limit}")
     return shm_limit
-
-
-def check_limits(
-    *,
-    shm_limit: int,
-    max_unpacked_bytes: int | None,
-    max_archive_members: int,
-    max_compression_ratio: float,
-) -> None:
-    """Check the stack's limits as :class:`~mme_triton.local.LocalStack` takes them.
-
-    Raises:
-        ValueError: one is out of range (the message names it).
-    """
-    check_shm_limit(shm_limit)
-    if max_unpacked_bytes is not None and max_unpacked_bytes <= 0:
-        raise ValueError("max_unpacked_bytes must be > 0 bytes (or None for the default)")
-    if max_archive_members <= 0:
-        raise ValueError("max_archive_members must be > 0")
-    if max_compression_ratio <= 1:
-        raise ValueError("max_compression_ratio must be > 1")
 
 
 def _resolve(name: str) -> str | None:

@@ -10,7 +10,7 @@ It keeps client connections alive and forwards a request for a loaded model to T
 front-end over keep-alive connections, on the event loop, with callbacks rather than a task per request:
 the body is passed on as it came, never parsed, and Triton's answer comes back as it is. Everything else
 (a model to load, an error, a restart under way) goes to the same
-:meth:`~mme_triton.local.runtime.InvocationRuntime.handle` the WSGI route uses, on a thread.
+:meth:`~mme_triton.local.route.runtime.InvocationRuntime.handle` the WSGI route uses, on a thread.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from urllib.parse import unquote
 
 from mme_triton._sagemaker import TARGET_MODEL_HEADER, target_model_problem
 from mme_triton.errors import LocalStackError
-from mme_triton.local._http11 import HttpError, Message, MessageReader
-from mme_triton.local.responses import (
+from mme_triton.local.route._http11 import HttpError, Message, MessageReader
+from mme_triton.local.route.responses import (
     RuntimeResponse,
     error_response,
     internal_failure,
@@ -38,8 +38,8 @@ from mme_triton.local.responses import (
 )
 
 if TYPE_CHECKING:
-    from mme_triton.local.endpoint_runtime import EndpointRuntime, FastPath
-    from mme_triton.local.runtime import InvocationRuntime
+    from mme_triton.local.route.endpoint_runtime import EndpointRuntime, FastPath
+    from mme_triton.local.route.runtime import InvocationRuntime
 
 __all__ = ["RuntimeServer"]
 

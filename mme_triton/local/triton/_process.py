@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 from typing import IO
 
-from mme_triton.local.procfs import remove_shm_regions
+from mme_triton.local.triton.procfs import remove_shm_regions
 
 __all__ = [
     "LOG_TAIL_BYTES",
@@ -27,7 +27,7 @@ __all__ = [
     "terminate",
 ]
 
-logger = logging.getLogger("mme_triton.local.triton")
+logger = logging.getLogger("mme_triton.local.triton.server")
 
 LOG_TAIL_BYTES = 4000
 # "<path of the binary>: unrecognized option ..." as getopt writes it.

@@ -5,7 +5,7 @@
   (TensorFlow, DALI, FIL, TensorRT, ...) gets one clear error naming the backend and what runs instead,
   the same sentence :func:`~mme_triton.validate_model` reports with ``local_stack=True``.
 - Names: every model runs in a python stub started through a shell with its path unquoted (see
-  :mod:`mme_triton.local.names`). A single model's directory with other characters is renamed (the
+  :mod:`mme_triton.local.route.names`). A single model's directory with other characters is renamed (the
   SageMaker front-end serves it under the TargetModel whatever the directory is called); ensemble steps
   are referenced by directory name and cannot be, so an unsafe one is refused, as is a
   ``default_model_filename`` the shell would split.
@@ -16,8 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from mme_triton.errors import LocalStackError
-from mme_triton.local.extract import ExtractedModel
-from mme_triton.local.names import is_shell_safe
+from mme_triton.local.route.extract import ExtractedModel
+from mme_triton.local.route.names import is_shell_safe
 
 __all__ = ["UnsupportedModelError", "check_servable"]
 

@@ -33,7 +33,7 @@ __all__ = [
 
 SHM_DIR = Path("/dev/shm")
 
-logger = logging.getLogger("mme_triton.local.triton")
+logger = logging.getLogger("mme_triton.local.triton.server")
 
 # The stack names its servers' regions mme_triton_<pid of the process that started the server>_<8 hex>_.
 _STACK_REGION = re.compile(r"mme_triton_(\d+)_[0-9a-f]{8}_")

@@ -7,12 +7,12 @@ client calls) for a multi-model endpoint like this:
 2. the body may be at most 6 MiB (6,291,456 bytes), else HTTP 413;
 3. the ``TargetModel`` must match InvokeEndpoint's pattern, else a ``ValidationError``;
 4. the request goes to the endpoint's instance, where the platform loads the model and forwards the
-   request to the container (:class:`~mme_triton.local.endpoint_runtime.EndpointRuntime`).
+   request to the container (:class:`~mme_triton.local.route.endpoint_runtime.EndpointRuntime`).
 
-:class:`InvocationRuntime` keeps one :class:`~mme_triton.local.endpoint_runtime.EndpointRuntime` (and one
-real Triton) per in-service endpoint, driven by the control plane's hooks, and routes the requests to
+:class:`InvocationRuntime` keeps one :class:`~mme_triton.local.route.endpoint_runtime.EndpointRuntime`
+(and one real Triton) per in-service endpoint, driven by the control plane's hooks, and routes the requests to
 them as a WSGI middleware in front of moto's server. The error answers come from
-:mod:`mme_triton.local.responses`.
+:mod:`mme_triton.local.route.responses`.
 """
 
 from __future__ import annotations
@@ -35,23 +35,22 @@ from mme_triton._sagemaker import (
     target_model_problem,
 )
 from mme_triton.errors import LocalStackError
-from mme_triton.local.endpoint_runtime import (
+from mme_triton.local.route.endpoint_runtime import (
     DEFAULT_READY_TIMEOUT,
     EndpointModels,
     EndpointRuntime,
     gpu_adapter,
 )
-from mme_triton.local.extract import ExtractLimits
-from mme_triton.local.limits import (
+from mme_triton.local.route.extract import ExtractLimits
+from mme_triton.local.route.limits import (
     DEFAULT_MAX_COMPRESSION_RATIO,
     DEFAULT_MAX_MEMBERS,
     DEFAULT_MAX_UNPACKED_BYTES,
-    DEFAULT_SHM_LIMIT,
     GiB,
     check_limits,
 )
-from mme_triton.local.lru import DEFAULT_MEMORY_BUDGET, ModelLRU
-from mme_triton.local.responses import (
+from mme_triton.local.route.lru import DEFAULT_MEMORY_BUDGET, ModelLRU
+from mme_triton.local.route.responses import (
     RuntimeResponse,
     endpoint_not_found,
     internal_failure,
@@ -60,7 +59,7 @@ from mme_triton.local.responses import (
     not_multi_model,
     payload_too_large,
 )
-from mme_triton.local.serve import TritonFactory, default_triton_factory
+from mme_triton.local.triton.protocol import TritonFactory
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -91,15 +90,13 @@ class InvocationRuntime:
             are unloaded; ``None`` for no byte limit.
         max_models: models loaded per endpoint before the least recently used are unloaded; ``None``
             for no count limit.
-        triton_factory: builds the (unstarted) Triton server of an endpoint; default
-            :class:`~mme_triton.local.triton.TritonServer` with ``serve_args(Environment)``.
-        adapt_gpu_configs: run :func:`~mme_triton.local.adapt.adapt_for_cpu` on every extracted model.
+        triton_factory: builds the (unstarted) Triton server of an endpoint (the stack passes
+            :func:`~mme_triton.local.serve.default_triton_factory`: a
+            :class:`~mme_triton.local.triton.server.TritonServer` started as the serve script would).
+        adapt_gpu_configs: run :func:`~mme_triton.local.route.adapt.adapt_for_cpu` on every extracted model.
         max_payload_bytes: the request-body limit (InvokeEndpoint's 6 MiB).
-        log_verbose: Triton's ``--log-verbose`` level for the default factory's servers.
         ready_timeout: seconds a request waits for its model's download and load; after that it is
             answered ``ModelNotReadyException`` while the load goes on (SageMaker: 60 s).
-        shm_limit: ceiling on the python backend's shared-memory settings (bytes per model instance;
-            see :mod:`mme_triton.local.limits`) for the default factory's servers.
         max_unpacked_bytes: what one archive may unpack to; ``None``: the production variant's
             ``VolumeSizeInGB`` when set, else 16 GiB. A number is a ceiling on that too.
         max_archive_members: entries one archive may hold.
@@ -107,7 +104,7 @@ class InvocationRuntime:
 
     Example::
 
-        runtime = InvocationRuntime(workdir=Path("/tmp/rt"))
+        runtime = InvocationRuntime(workdir=Path("/tmp/rt"), triton_factory=default_triton_factory())
         control_plane = ControlPlane(wsgi_middleware=runtime.middleware)
     """
 
@@ -119,12 +116,10 @@ class InvocationRuntime:
         account_id: str = "123456789012",
         memory_budget: int | None = DEFAULT_MEMORY_BUDGET,
         max_models: int | None = None,
-        triton_factory: TritonFactory | None = None,
+        triton_factory: TritonFactory,
         adapt_gpu_configs: bool = True,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
-        log_verbose: int = 0,
         ready_timeout: float = DEFAULT_READY_TIMEOUT,
-        shm_limit: int = DEFAULT_SHM_LIMIT,
         max_unpacked_bytes: int | None = None,
         max_archive_members: int = DEFAULT_MAX_MEMBERS,
         max_compression_ratio: float = DEFAULT_MAX_COMPRESSION_RATIO,
@@ -133,12 +128,10 @@ class InvocationRuntime:
         if ready_timeout <= 0:
             raise ValueError("ready_timeout must be > 0 seconds")
         check_limits(
-            shm_limit=shm_limit,
             max_unpacked_bytes=max_unpacked_bytes,
             max_archive_members=max_archive_members,
             max_compression_ratio=max_compression_ratio,
         )
-        self.shm_limit = shm_limit
         self.max_unpacked_bytes = max_unpacked_bytes
         self.max_archive_members = max_archive_members
         self.max_compression_ratio = max_compression_ratio
@@ -149,9 +142,7 @@ class InvocationRuntime:
         self.max_models = max_models
         self.max_payload_bytes = max_payload_bytes
         self.ready_timeout = ready_timeout
-        self._triton_factory = triton_factory or default_triton_factory(
-            log_verbose=log_verbose, shm_limit=shm_limit
-        )
+        self._triton_factory = triton_factory
         self._adapt_gpu_configs = adapt_gpu_configs
         self._endpoints: dict[str, EndpointRuntime] = {}
         self._lock = threading.Lock()

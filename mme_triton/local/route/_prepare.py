@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mme_triton.local.extract import ExtractedModel, ExtractLimits, safe_extract
-from mme_triton.local.names import user_message
-from mme_triton.local.support import check_servable
+from mme_triton.local.route.extract import ExtractedModel, ExtractLimits, safe_extract
+from mme_triton.local.route.names import user_message
+from mme_triton.local.route.support import check_servable
 
 __all__ = ["LoadFailedError", "Messages", "load_failure", "prepare_model"]
 
-logger = logging.getLogger("mme_triton.local.endpoint_runtime")
+logger = logging.getLogger("mme_triton.local.route.endpoint_runtime")
 
 # How Triton words a failed load (model_lifecycle.cc and the SageMaker front-end).
 _TRITON_LOAD_PREFIXES = ("load failed for model '", "failed to load '")
@@ -63,8 +63,8 @@ def prepare_model(
         ModelArchiveError: the archive is refused (unsafe, over a limit, not a model layout).
         LoadFailedError: the stack cannot serve a model in it (backend, names, a TensorRT plan).
     """
-    from mme_triton.local.adapt import GPUModelError
-    from mme_triton.local.support import UnsupportedModelError
+    from mme_triton.local.route.adapt import GPUModelError
+    from mme_triton.local.route.support import UnsupportedModelError
 
     extracted = safe_extract(body, root / "model", limits=limits)
     try:
@@ -107,7 +107,7 @@ class Messages:
             replacements.append((self.alias, self.target_model))
         # Tracebacks from the stack's own backends: name the file as the package does.
         backends = re.compile(re.escape(str(self.scratch)) + r"/[^\s'\"]*?/backends/")
-        message = backends.sub("mme_triton/local/backends/", message)
+        message = backends.sub("mme_triton/local/triton/backends/", message)
         return user_message(message, replacements)
 
     def body(self, body: bytes) -> bytes:

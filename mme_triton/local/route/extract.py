@@ -7,8 +7,8 @@ the disk:
 
 - what could escape the destination: absolute paths, ``..``, links, devices, FIFOs;
 - more unpacked bytes than :attr:`ExtractLimits.max_bytes` (the endpoint's ``VolumeSizeInGB`` or
-  :data:`~mme_triton.local.limits.DEFAULT_MAX_UNPACKED_BYTES`), or than the scratch disk can take while
-  keeping :data:`~mme_triton.local.limits.DISK_RESERVE_BYTES` free;
+  :data:`~mme_triton.local.route.limits.DEFAULT_MAX_UNPACKED_BYTES`), or than the scratch disk can take while
+  keeping :data:`~mme_triton.local.route.limits.DISK_RESERVE_BYTES` free;
 - more entries than :attr:`ExtractLimits.max_members`;
 - an archive that expands more than :attr:`ExtractLimits.max_ratio` times (a decompression bomb), checked
   while it decompresses;
@@ -37,7 +37,7 @@ from typing import IO, Any
 
 from mme_triton._sagemaker import ENSEMBLE_CONFIG_PATTERN
 from mme_triton.errors import LocalStackError
-from mme_triton.local.limits import (
+from mme_triton.local.route.limits import (
     DEFAULT_MAX_COMPRESSION_RATIO,
     DEFAULT_MAX_MEMBERS,
     DEFAULT_MAX_UNPACKED_BYTES,
@@ -64,7 +64,7 @@ class ModelArchiveError(LocalStackError):
 
 @dataclass(frozen=True)
 class ExtractLimits:
-    """What one archive may unpack to (see :mod:`mme_triton.local.limits` for the defaults)."""
+    """What one archive may unpack to (see :mod:`mme_triton.local.route.limits` for the defaults)."""
 
     max_bytes: int = DEFAULT_MAX_UNPACKED_BYTES
     """Bytes of regular files, in total."""

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from botocore.config import Config
 
 from mme_triton._sagemaker import endpoint_session
-from mme_triton.local._moto_patches import (
+from mme_triton.local.aws._moto_patches import (
     describe_for_hooks,
     install_patches,
     register,

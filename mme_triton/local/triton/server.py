@@ -28,8 +28,8 @@ from typing import IO
 
 from mme_triton._sagemaker import TARGET_MODEL_HEADER
 from mme_triton.errors import LocalStackError
-from mme_triton.local._http import ConnectionPool
-from mme_triton.local._process import (
+from mme_triton.local.triton._http import ConnectionPool
+from mme_triton.local.triton._process import (
     LOG_TAIL_BYTES,
     error_message,
     finalize,
@@ -39,7 +39,7 @@ from mme_triton.local._process import (
     startup_failure,
     terminate,
 )
-from mme_triton.local.procfs import (
+from mme_triton.local.triton.procfs import (
     StubProcess,
     new_shm_prefix,
     remove_orphaned_shm_regions,
@@ -48,7 +48,7 @@ from mme_triton.local.procfs import (
     shm_regions,
     stub_processes,
 )
-from mme_triton.local.triton_wheel import (
+from mme_triton.local.triton.wheel import (
     TritonInstallation,
     find_triton,
     prepare_backends,

@@ -2,7 +2,7 @@
 
 Every call still goes through moto's HTTP server and its backends; the patches add ``UpdateEndpoint``,
 endpoint status transitions (``Creating``/``Updating`` → ``InService`` or ``Failed``, run by the
-:class:`~mme_triton.local.controlplane.ControlPlane` that owns the account), a wider instance-type check
+:class:`~mme_triton.local.aws.controlplane.ControlPlane` that owns the account), a wider instance-type check
 and SageMaker's ``ValidationException`` for tag calls on deleted resources. Accounts no plane owns see moto
 as shipped, plus those additions.
 """
@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mme_triton.local.controlplane import ControlPlane
+    from mme_triton.local.aws.controlplane import ControlPlane
 
 __all__ = [
     "describe_for_hooks",

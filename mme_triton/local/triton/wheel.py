@@ -31,7 +31,7 @@ __all__ = [
 
 INSTALL_HINT = "pip install 'mme-triton[local]'"
 
-#: The stack's own python-based backends, shipped in ``mme_triton/local/backends/<name>/model.py``.
+#: The stack's own python-based backends, shipped in ``mme_triton/local/triton/backends/<name>/model.py``.
 STACK_BACKENDS = ("onnxruntime", "pytorch")
 _BACKENDS = Path(__file__).parent / "backends"
 

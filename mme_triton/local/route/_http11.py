@@ -1,7 +1,7 @@
 """A minimal HTTP/1.1 message reader for asyncio protocols: request and response heads, bodies by
 ``Content-Length`` or chunked, nothing copied more than once.
 
-The stack's InvokeEndpoint server (:mod:`mme_triton.local.runtime_server`) reads requests from boto3 and
+The stack's InvokeEndpoint server (:mod:`mme_triton.local.route.runtime_server`) reads requests from boto3 and
 answers from Triton's SageMaker front-end with it; both sides keep their connections alive.
 """
 

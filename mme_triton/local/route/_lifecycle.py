@@ -1,7 +1,7 @@
 """The half of an endpoint's runtime that runs off the request path: loads, unloads and restarts.
 
-:class:`~mme_triton.local.endpoint_runtime.EndpointRuntime` answers requests; the methods here, mixed into
-it, load a model on a loader thread and put it in the LRU with what it really holds (measured from
+:class:`~mme_triton.local.route.endpoint_runtime.EndpointRuntime` answers requests; the methods here,
+mixed into it, load a model on a loader thread and put it in the LRU with what it really holds (measured from
 ``/proc`` and ``/dev/shm``), unload evicted models on threads of their own (each waits only for the
 requests using its model), and start the endpoint's Triton again after it exited.
 """
@@ -20,17 +20,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mme_triton.errors import LocalStackError
-from mme_triton.local._prepare import LoadFailedError, Messages, load_failure, prepare_model
-from mme_triton.local.extract import ExtractLimits
-from mme_triton.local.lru import ModelLRU
-from mme_triton.local.names import triton_model_name
+from mme_triton.local.route._prepare import LoadFailedError, Messages, load_failure, prepare_model
+from mme_triton.local.route.extract import ExtractLimits
+from mme_triton.local.route.lru import ModelLRU
+from mme_triton.local.route.names import triton_model_name
 
 if TYPE_CHECKING:
-    from mme_triton.local.endpoint_runtime import TritonLike
+    from mme_triton.local.triton.protocol import TritonLike
 
 __all__ = ["Lifecycle", "model_hash_of"]
 
-logger = logging.getLogger("mme_triton.local.endpoint_runtime")
+logger = logging.getLogger("mme_triton.local.route.endpoint_runtime")
 
 
 def model_hash_of(target_model: str) -> str:
@@ -41,7 +41,8 @@ def model_hash_of(target_model: str) -> str:
 
 
 class Lifecycle:
-    """Loads, unloads and restarts; mixed into :class:`~mme_triton.local.endpoint_runtime.EndpointRuntime`."""
+    """Loads, unloads and restarts; mixed into
+    :class:`~mme_triton.local.route.endpoint_runtime.EndpointRuntime`."""
 
     # set by EndpointRuntime.__init__
     _lock: threading.Lock
@@ -178,7 +179,7 @@ class Lifecycle:
         return extracted.size
 
     def _triton_load(self, triton: TritonLike, model_hash: str, path: Path, target_model: str) -> None:
-        from mme_triton.local.triton import TritonLoadError
+        from mme_triton.local.triton.server import TritonLoadError
 
         alias = triton_model_name(target_model)
         messages = self._messages(target_model)

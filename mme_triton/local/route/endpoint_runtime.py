@@ -41,17 +41,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from mme_triton._sagemaker import INVOCATION_TIMEOUT_SECONDS, error_code, parse_s3_url
 from mme_triton.errors import LocalStackError
-from mme_triton.local._lifecycle import Lifecycle, model_hash_of
-from mme_triton.local._prepare import LoadFailedError, Messages
-from mme_triton.local.extract import ExtractLimits, ModelArchiveError
-from mme_triton.local.limits import human_size
-from mme_triton.local.lru import ModelLRU
-from mme_triton.local.names import rename_in_response, triton_model_name
-from mme_triton.local.responses import (
+from mme_triton.local.route._lifecycle import Lifecycle, model_hash_of
+from mme_triton.local.route._prepare import LoadFailedError, Messages
+from mme_triton.local.route.extract import ExtractLimits, ModelArchiveError
+from mme_triton.local.route.limits import human_size
+from mme_triton.local.route.lru import ModelLRU
+from mme_triton.local.route.names import rename_in_response, triton_model_name
+from mme_triton.local.route.responses import (
     RuntimeResponse,
     internal_failure,
     model_data_not_found,
@@ -61,18 +61,17 @@ from mme_triton.local.responses import (
     success,
     validation_error,
 )
+from mme_triton.local.triton.protocol import TritonLike
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
-    from mme_triton.local.procfs import StubProcess
 
 __all__ = [
     "DEFAULT_READY_TIMEOUT",
     "EndpointModels",
     "EndpointRuntime",
     "ModelDataNotFoundError",
-    "TritonLike",
     "gpu_adapter",
     "target_model_hash",
 ]
@@ -102,23 +101,6 @@ def target_model_hash(target_model: str) -> str:
         True
     """
     return model_hash_of(target_model)
-
-
-class TritonLike(Protocol):
-    """What the runtime needs of a :class:`~mme_triton.local.triton.TritonServer`."""
-
-    @property
-    def port(self) -> int | None: ...
-    @property
-    def returncode(self) -> int | None: ...
-    def start(self) -> None: ...
-    def stop(self, timeout: float = ...) -> None: ...
-    def load(self, model_hash: str, model_dir: Path, target_model: str, *, timeout: float = ...) -> None: ...
-    def unload(self, model_hash: str, *, target_model: str | None = ..., timeout: float = ...) -> None: ...
-    def invoke(
-        self, model_hash: str, target_model: str, body: bytes, content_type: str, *, timeout: float = ...
-    ) -> tuple[int, dict[str, str], bytes]: ...
-    def model_processes(self) -> list[StubProcess]: ...
 
 
 @dataclass
@@ -481,9 +463,9 @@ class _Replacing(Exception):
 
 
 def gpu_adapter() -> Callable[[Path], list[str]]:
-    """Adapts an extracted model for the CPU (see :mod:`mme_triton.local.adapt`); refuses GPU-only ones
-    with :class:`~mme_triton.local.adapt.GPUModelError`."""
-    from mme_triton.local.adapt import adapt_for_cpu
+    """Adapts an extracted model for the CPU (see :mod:`mme_triton.local.route.adapt`); refuses GPU-only ones
+    with :class:`~mme_triton.local.route.adapt.GPUModelError`."""
+    from mme_triton.local.route.adapt import adapt_for_cpu
 
     def adapt(model_dir: Path) -> list[str]:
         return list(adapt_for_cpu(model_dir))

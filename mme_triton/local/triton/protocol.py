@@ -1,0 +1,37 @@
+"""What the embedded stack's route needs of a Triton server: :class:`TritonLike`.
+
+:class:`~mme_triton.local.triton.server.TritonServer` is the one the stack runs; tests may pass any object
+that behaves the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from mme_triton.local.triton.procfs import StubProcess
+
+__all__ = ["TritonFactory", "TritonLike"]
+
+
+class TritonLike(Protocol):
+    """What the runtime needs of a :class:`~mme_triton.local.triton.server.TritonServer`."""
+
+    @property
+    def port(self) -> int | None: ...
+    @property
+    def returncode(self) -> int | None: ...
+    def start(self) -> None: ...
+    def stop(self, timeout: float = ...) -> None: ...
+    def load(self, model_hash: str, model_dir: Path, target_model: str, *, timeout: float = ...) -> None: ...
+    def unload(self, model_hash: str, *, target_model: str | None = ..., timeout: float = ...) -> None: ...
+    def invoke(
+        self, model_hash: str, target_model: str, body: bytes, content_type: str, *, timeout: float = ...
+    ) -> tuple[int, dict[str, str], bytes]: ...
+    def model_processes(self) -> list[StubProcess]: ...
+
+
+TritonFactory = Callable[[str, Mapping[str, str], Path], TritonLike]
+"""(endpoint name, the model's Environment, a scratch directory) -> an unstarted Triton server."""
