@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     import boto3
     from botocore.config import Config
 
-from mme_triton._sagemaker import endpoint_session
+from mme_triton._sagemaker import endpoint_session, new_boto3_session
 from mme_triton.local.aws._moto_patches import (
     describe_for_hooks,
     install_patches,
@@ -170,10 +170,8 @@ class ControlPlane:
         logger.info("control plane on %s (account %s)", self.url, self.account_id)
 
     def _take_account(self) -> None:
-        import boto3
-
         self.account_id = str(100_000_000_000 + secrets.randbelow(899_999_999_999))
-        bootstrap = boto3.Session(
+        bootstrap = new_boto3_session(
             aws_access_key_id="mme-triton-bootstrap",
             aws_secret_access_key="mme-triton-bootstrap",
             region_name=self.region,
