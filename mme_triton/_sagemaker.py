@@ -8,6 +8,8 @@
   :func:`error_message`, :func:`http_status`, :func:`is_not_found`, :func:`is_throttling`), and which
   failures are worth another try (:func:`is_transient`);
 - which container of a model serves a multi-model endpoint (:func:`serving_container`);
+- the CloudWatch metrics SageMaker publishes for an endpoint: their names, namespaces, dimensions and units
+  (:data:`ENDPOINT_METRICS`);
 - how a boto3 client is made from the AWS injection trio (:func:`make_client`), and a boto3 session whose
   clients default to one endpoint URL, the embedded stack's (:func:`endpoint_session`).
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -27,9 +30,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ARCHIVE_SUFFIX",
+    "ENDPOINT_METRICS",
     "ENSEMBLE_CONFIG_PATTERN",
+    "INSTANCE_METRICS_NAMESPACE",
     "INVOCATION_TIMEOUT_SECONDS",
     "MAX_PAYLOAD_BYTES",
+    "METRICS_NAMESPACE",
+    "METRIC_DIMENSIONS",
     "TARGET_MODEL_HEADER",
     "TARGET_MODEL_MAX_CHARS",
     "TARGET_MODEL_PATTERN",
@@ -70,6 +77,46 @@ this expression searched in the text of each model's config.pbtxt."""
 
 ARCHIVE_SUFFIX = ".tar.gz"
 """What a multi-model endpoint's artifacts are named with: ``<prefix>/<name>.tar.gz`` is a TargetModel."""
+
+METRICS_NAMESPACE = "AWS/SageMaker"
+"""CloudWatch namespace of InvokeEndpoint's metrics and a multi-model endpoint's model-loading metrics."""
+
+INSTANCE_METRICS_NAMESPACE = "/aws/sagemaker/Endpoints"
+"""CloudWatch namespace of an endpoint's per-instance metrics (utilization; ``LoadedModelCount`` as AWS's
+documentation lists it, which is why readers look its namespace up with ListMetrics)."""
+
+METRIC_DIMENSIONS = ("EndpointName", "VariantName")
+"""The dimensions of every endpoint metric: per production variant ("per-model metrics aren't supported")."""
+
+ENDPOINT_METRICS: Mapping[str, tuple[str, str]] = MappingProxyType(
+    {
+        # name: (namespace, unit), as SageMaker's "Metrics for monitoring Amazon SageMaker AI with
+        # Amazon CloudWatch" and "CloudWatch Metrics for Multi-Model Endpoint Deployments" list them.
+        # One value per InvokeEndpoint request:
+        "Invocations": (METRICS_NAMESPACE, "None"),  # 1
+        "InvocationsPerInstance": (METRICS_NAMESPACE, "None"),  # 1 / instances of the variant
+        "Invocation4XXErrors": (METRICS_NAMESPACE, "None"),  # 1 when the model answered 4xx, else 0
+        "Invocation5XXErrors": (METRICS_NAMESPACE, "None"),  # 1 when the model answered 5xx, else 0
+        "InvocationModelErrors": (METRICS_NAMESPACE, "None"),  # 1 when the model gave no 2xx, else 0
+        "ModelLatency": (METRICS_NAMESPACE, "Microseconds"),
+        "OverheadLatency": (METRICS_NAMESPACE, "Microseconds"),
+        "ModelCacheHit": (METRICS_NAMESPACE, "None"),  # 1 when the model was loaded already, else 0
+        "ModelLoadingWaitTime": (METRICS_NAMESPACE, "Microseconds"),  # per request that waited
+        # One value per model download, load, unload:
+        "ModelDownloadingTime": (METRICS_NAMESPACE, "Microseconds"),
+        "ModelLoadingTime": (METRICS_NAMESPACE, "Microseconds"),
+        "ModelUnloadingTime": (METRICS_NAMESPACE, "Microseconds"),
+        # One value per instance and minute:
+        "LoadedModelCount": (INSTANCE_METRICS_NAMESPACE, "None"),
+        "CPUUtilization": (INSTANCE_METRICS_NAMESPACE, "Percent"),  # 100 per core
+        "MemoryUtilization": (INSTANCE_METRICS_NAMESPACE, "Percent"),
+        "DiskUtilization": (INSTANCE_METRICS_NAMESPACE, "Percent"),
+        "GPUUtilization": (INSTANCE_METRICS_NAMESPACE, "Percent"),  # 100 per GPU
+        "GPUMemoryUtilization": (INSTANCE_METRICS_NAMESPACE, "Percent"),  # 100 per GPU
+    }
+)
+"""SageMaker's endpoint metrics: name -> (CloudWatch namespace, unit). Dimensions: :data:`METRIC_DIMENSIONS`;
+published every minute."""
 
 # The API reference's patterns are Java regular expressions. Without flags, Java's \s is [ \t\n\x0B\f\r]
 # and \p{Print} is printable US-ASCII ([\x20-\x7E]), so \S admits any other character, non-ASCII included.
