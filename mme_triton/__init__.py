@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from mme_triton.endpoint.environment import TritonEnvironment
     from mme_triton.endpoint.handle import Endpoint
     from mme_triton.endpoint.images import triton_image_uri
+    from mme_triton.endpoint.metrics import EndpointMetrics, endpoint_metrics
     from mme_triton.endpoint.planning import DeploymentPlan, plan_deployment
     from mme_triton.endpoint.teardown import TeardownReport, sweep, teardown
     from mme_triton.model.authoring import configure_model, read_config
@@ -84,6 +85,8 @@ _LAZY: dict[str, str] = {
     "plan_deployment": "mme_triton.endpoint.planning",
     "DeploymentPlan": "mme_triton.endpoint.planning",
     "Endpoint": "mme_triton.endpoint.handle",
+    "endpoint_metrics": "mme_triton.endpoint.metrics",
+    "EndpointMetrics": "mme_triton.endpoint.metrics",
     "AutoScaling": "mme_triton.endpoint.autoscaling",
     "teardown": "mme_triton.endpoint.teardown",
     "sweep": "mme_triton.endpoint.teardown",
@@ -119,6 +122,7 @@ __all__ = [
     "Endpoint",
     "EndpointError",
     "EndpointFailedError",
+    "EndpointMetrics",
     "EndpointNotFoundError",
     "EnsembleStep",
     "ExportError",
@@ -155,6 +159,7 @@ __all__ = [
     "decode_response",
     "deploy_mme",
     "encode_request",
+    "endpoint_metrics",
     "list_models",
     "load_model",
     "new_python_model",

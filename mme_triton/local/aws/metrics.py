@@ -90,8 +90,8 @@ class MetricsRecorder:
     Example::
 
         recorder = MetricsRecorder(client, period=60).start()
-        recorder.record("AWS/SageMaker", "ModelLatency", 1250.0, unit="Microseconds",
-                        dimensions={"EndpointName": "ep", "VariantName": "AllTraffic"})
+        recorder.record("Custom/Namespace", "RequestSize", 1250.0, unit="Bytes",
+                        dimensions={"Service": "search"})
     """
 
     def __init__(
