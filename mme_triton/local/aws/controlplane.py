@@ -15,6 +15,9 @@ away; every call still goes through moto's HTTP server and moto's backends):
   the library checks instance types against its own table before calling);
 - ``ListTags``/``AddTags``/``DeleteTags`` on the ARN of a resource that no longer exists answer
   ``ValidationException``, as SageMaker does (moto fails with an internal error).
+- CloudWatch's PutMetricData, ListMetrics, GetMetricData and GetMetricStatistics are answered as
+  CloudWatch answers them (:mod:`mme_triton.local.aws.cloudwatch`; moto's own answers ignore namespaces,
+  match subsets of dimensions, list metrics many times and fail on percentiles).
 
 Isolation: moto keeps state in process-global backends keyed by account id. Each ControlPlane assumes a
 role in an account id of its own (through moto's STS, whose temporary keys moto maps back to that

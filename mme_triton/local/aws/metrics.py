@@ -30,7 +30,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from mme_triton._sagemaker import ENDPOINT_METRICS, METRIC_DIMENSIONS, error_code, is_transient
@@ -128,22 +128,30 @@ class MetricsRecorder:
         timestamp: float | None = None,
     ) -> None:
         """One sample (``count`` times the same value) of a metric, in the window of ``timestamp`` (now)."""
-        if not math.isfinite(value) or not count > 0:
-            logger.debug(
-                "metric %s: %r x %r is not a sample CloudWatch takes; dropped", metric_name, value, count
-            )
-            return
         series: Series = (namespace, metric_name, tuple(dimensions.items()), unit)
+        self.record_many([(series, value)], count=count, timestamp=timestamp)
+
+    def record_many(
+        self, samples: Iterable[tuple[Series, float]], *, count: float = 1.0, timestamp: float | None = None
+    ) -> None:
+        """Samples of several series at once (one lock, one clock reading): ``((namespace, metric,
+        ((dimension, value), ...), unit), value)`` pairs."""
+        if not count > 0:
+            return
         with self._lock:
             window = self._window(self.clock() if timestamp is None else timestamp)
             table = self._windows.setdefault(window, {})
-            values = table.get(series)
-            if values is None:
-                values = table[series] = {}
-                self._pending += 1
-            values[float(value)] = values.get(float(value), 0.0) + count
-            if len(values) > MAX_CELL_VALUES:
-                table[series] = coarsen(values, MAX_CELL_VALUES)
+            for series, value in samples:
+                if not math.isfinite(value):
+                    logger.debug("metric %s: %r is not a value CloudWatch takes; dropped", series[1], value)
+                    continue
+                values = table.get(series)
+                if values is None:
+                    values = table[series] = {}
+                    self._pending += 1
+                values[value] = values.get(value, 0.0) + count
+                if len(values) > MAX_CELL_VALUES:
+                    table[series] = coarsen(values, MAX_CELL_VALUES)
             if self._pending > MAX_PENDING:
                 self._drop_oldest()
 
@@ -352,11 +360,15 @@ class EndpointMetricsSink:
         self.endpoint_name = endpoint_name
         self.variant_name = variant_name
         self.dimensions = dict(zip(METRIC_DIMENSIONS, (endpoint_name, variant_name), strict=True))
+        dimensions = tuple(self.dimensions.items())
+        self._series: dict[str, Series] = {
+            metric: (namespace, metric, dimensions, unit)
+            for metric, (namespace, unit) in ENDPOINT_METRICS.items()
+        }
         self._hooks: list[Hook] = []
 
     def _record(self, metric: str, value: float) -> None:
-        namespace, unit = ENDPOINT_METRICS[metric]
-        self.recorder.record(namespace, metric, value, unit=unit, dimensions=self.dimensions)
+        self.recorder.record_many([(self._series[metric], value)])
 
     def _gauge(self, metric: str, value: float | None) -> None:
         namespace, unit = ENDPOINT_METRICS[metric]
@@ -387,17 +399,21 @@ class EndpointMetricsSink:
         ``Invocation5XXErrors`` and ``InvocationModelErrors`` 1 or 0, ``ModelCacheHit`` 1 or 0,
         ``OverheadLatency``, and ``ModelLatency`` and ``ModelLoadingWaitTime`` when given.
         """
-        self._record("Invocations", 1.0)
-        self._record("InvocationsPerInstance", 1.0 / max(1, instances))
-        self._record("Invocation4XXErrors", 1.0 if status is not None and 400 <= status < 500 else 0.0)
-        self._record("Invocation5XXErrors", 1.0 if status is not None and 500 <= status < 600 else 0.0)
-        self._record("InvocationModelErrors", 0.0 if status is not None and 200 <= status < 300 else 1.0)
-        self._record("ModelCacheHit", 1.0 if cache_hit else 0.0)
-        self._record("OverheadLatency", overhead_seconds * 1e6)
+        series = self._series
+        samples = [
+            (series["Invocations"], 1.0),
+            (series["InvocationsPerInstance"], 1.0 / max(1, instances)),
+            (series["Invocation4XXErrors"], 1.0 if status is not None and 400 <= status < 500 else 0.0),
+            (series["Invocation5XXErrors"], 1.0 if status is not None and 500 <= status < 600 else 0.0),
+            (series["InvocationModelErrors"], 0.0 if status is not None and 200 <= status < 300 else 1.0),
+            (series["ModelCacheHit"], 1.0 if cache_hit else 0.0),
+            (series["OverheadLatency"], overhead_seconds * 1e6),
+        ]
         if model_seconds is not None:
-            self._record("ModelLatency", model_seconds * 1e6)
+            samples.append((series["ModelLatency"], model_seconds * 1e6))
         if load_wait_seconds is not None:
-            self._record("ModelLoadingWaitTime", load_wait_seconds * 1e6)
+            samples.append((series["ModelLoadingWaitTime"], load_wait_seconds * 1e6))
+        self.recorder.record_many(samples)
 
     def model_downloaded(self, seconds: float) -> None:
         """A model's archive was fetched from S3 (``ModelDownloadingTime``)."""
