@@ -5,8 +5,9 @@ a time on first touch (about 0.5 ms per MB here, five times a memcpy). Huge page
 times fewer faults. Linux gives them to a mapping that asks with ``madvise(MADV_HUGEPAGE)`` before its
 pages are touched (transparent huge pages in ``madvise`` mode, the default of most distributions;
 numpy asks the same way for its arrays of 4 MiB and more). ``bytearray(n)`` zeroes its memory as it
-allocates it, too early to ask; so the buffer is allocated uninitialised through the C API
-(``PyByteArray_FromStringAndSize(NULL, n)``, CPython), advised, and only then written. The caller
+allocates it, too early to ask; so an empty bytearray is grown through the C API
+(``PyByteArray_Resize``, CPython), which leaves the new memory uninitialised, then advised, and only
+then written. The caller
 overwrites every byte before anyone sees the buffer. Where any of this is missing (another
 interpreter or system, THP off), the buffer is a plain ``bytearray(n)``: the same bytes, slower.
 """
@@ -37,10 +38,12 @@ def _c_api() -> tuple[_Allocate, Callable[[bytearray], int], _Advise] | None:
     if sys.implementation.name != "cpython" or not sys.platform.startswith("linux") or advice is None:
         return None
     try:
-        # Prototypes of our own, so that no attribute of the shared ctypes.pythonapi is changed.
-        from_size = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_ssize_t)(
-            ("PyByteArray_FromStringAndSize", ctypes.pythonapi)
-        )  # restype py_object: ctypes takes over the new reference
+        # Prototypes of our own, so that no attribute of the shared ctypes.pythonapi is changed. A
+        # pythonapi call that fails raises the exception it set (MemoryError), leaving the bytearray
+        # empty and valid.
+        resize = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_ssize_t)(
+            ("PyByteArray_Resize", ctypes.pythonapi)
+        )
         as_string = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object)(
             ("PyByteArray_AsString", ctypes.pythonapi)
         )
@@ -51,7 +54,8 @@ def _c_api() -> tuple[_Allocate, Callable[[bytearray], int], _Advise] | None:
         return None
 
     def allocate(size: int) -> bytearray:
-        buffer: bytearray = from_size(None, size)
+        buffer = bytearray()
+        resize(buffer, size)
         return buffer
 
     def address(buffer: bytearray) -> int:

@@ -132,3 +132,8 @@ def test_encode_request_large_body_without_the_c_api_gives_the_same_bytes(
     monkeypatch.setattr(_memory, "_API", None)
     plain, _ = encode_request({"x": array})
     assert isinstance(plain, bytearray) and plain == body
+
+
+def test_new_buffer_beyond_memory_raises_memory_error() -> None:
+    with pytest.raises(MemoryError):
+        _memory.new_buffer(2**62)
