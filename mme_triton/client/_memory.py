@@ -7,9 +7,9 @@ pages are touched (transparent huge pages in ``madvise`` mode, the default of mo
 numpy asks the same way for its arrays of 4 MiB and more). ``bytearray(n)`` zeroes its memory as it
 allocates it, too early to ask; so an empty bytearray is grown through the C API
 (``PyByteArray_Resize``, CPython), which leaves the new memory uninitialised, then advised, and only
-then written. The caller
-overwrites every byte before anyone sees the buffer. Where any of this is missing (another
-interpreter or system, THP off), the buffer is a plain ``bytearray(n)``: the same bytes, slower.
+then written. The caller overwrites every byte before anyone sees the buffer. Where any of this is
+missing (another interpreter or system, THP off), the buffer is a plain ``bytearray(n)``: the same
+bytes, slower.
 """
 
 from __future__ import annotations
