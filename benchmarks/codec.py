@@ -8,7 +8,7 @@ How it measures (the machine may be shared and busy; both sides must meet the sa
 - Every row is measured in ``--runs`` runs (at least 5, default 7). In a run, ours and tritonclient's
   calls (and the other backends of the row) take turns, one call each per round, the order rotating
   from round to round; a run has as many rounds as fit in about
-  ``--seconds`` (at least one). Each call is timed alone with ``time.perf_counter_ns``, after a
+  ``--seconds``, and at least three. Each call is timed alone with ``time.perf_counter_ns``, after a
   ``gc.collect()``; a side's time in a run is the median of its calls.
 - A run's ratio is tritonclient's time over ours in that run. The table shows the median over the
   runs and the **worst** run; a goal is met only when the worst run meets it. MB/s are megabytes
@@ -67,6 +67,7 @@ from mme_triton.client.codec import decode_response, encode_request, encode_resp
 
 Client = httpclient.InferenceServerClient
 MIN_RUNS = 5
+MIN_ROUNDS = 3  # calls per side in a run, however slow: one slow call alone does not make a run
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ Run = dict[str, tuple[float, float]]
 def measure(contenders: Sequence[Contender], runs: int, seconds: float) -> list[Run]:
     """Each run's medians (the contenders' calls interleaved, see the module doc)."""
     first = sum(timed(c)[0] for c in contenders)  # first calls (parsers, caches) are not counted
-    rounds = max(1, round(seconds * 1e9 / first))
+    rounds = max(MIN_ROUNDS, round(seconds * 1e9 / first))
     results: list[Run] = []
     for _ in range(runs):
         times: dict[str, list[tuple[int, int]]] = {c.name: [] for c in contenders}
