@@ -255,16 +255,25 @@ def _decode_numbers(
     count = element_count(shape)
     if count == 0:
         return None
-    values = data.numbers(wire.kind)
-    if values is None:
+    parts = data.numbers(wire.kind)
+    if parts is None:
         return None
-    if values.size != count:
-        raise CodecError(f"data has {values.size} elements but shape {shape} needs {count}", tensor=name)
-    if wire.kind in "iu" and wire.itemsize < values.dtype.itemsize:
+    size = sum(part.size for part in parts)
+    if size != count:
+        raise CodecError(f"data has {size} elements but shape {shape} needs {count}", tensor=name)
+    if wire.kind in "iu" and wire.itemsize < parts[0].dtype.itemsize:
         info = np.iinfo(wire)
-        if values.min() < info.min or values.max() > info.max:
+        if any(part.min() < info.min or part.max() > info.max for part in parts):
             raise CodecError(f"data holds values outside the range of {datatype}", tensor=name)
-    return values.astype(_native(wire), copy=False).reshape(shape)
+    if len(parts) == 1:
+        return parts[0].astype(_native(wire), copy=False).reshape(shape)
+    # Pieces of a long array: each converted straight into its place in the tensor.
+    out = np.empty(count, dtype=_native(wire))
+    position = 0
+    for part in parts:
+        out[position : position + part.size] = part
+        position += part.size
+    return out.reshape(shape)
 
 
 def decode_json_data(name: str, datatype: str, shape: list[int], data: Any) -> np.ndarray[Any, Any]:
