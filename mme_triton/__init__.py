@@ -116,8 +116,8 @@ _LAZY: dict[str, str] = {
     "CapacityPlan": "mme_triton.capacity.plan",
 }
 
-__all__ = [
-    "INSTANCE_TYPES",
+# In Python's sort order (tests/test_public_api.py), which puts INSTANCE_TYPES where isort-style would not.
+__all__ = [  # noqa: RUF022
     "Artifact",
     "ArtifactConflictError",
     "ArtifactError",
@@ -134,6 +134,7 @@ __all__ = [
     "EndpointNotFoundError",
     "EnsembleStep",
     "ExportError",
+    "INSTANCE_TYPES",
     "InferInput",
     "InferRequestedOutput",
     "InferenceError",

@@ -21,10 +21,10 @@ from itertools import count
 
 __all__ = ["ERROR_NAMES", "EngineResult", "ModelTable", "run"]
 
-ABSENT, PENDING, LOADING, LOADED = 0, 1, 2, 3
+ABSENT, PENDING, LOADING, LOADED, DOWNLOADING = 0, 1, 2, 3, 4
 OK, NOT_READY, TIMED_OUT, TOO_LARGE = 0, 1, 2, 3
 ERROR_NAMES = {NOT_READY: "not_ready", TIMED_OUT: "timed_out", TOO_LARGE: "too_large"}
-_LOAD_DONE, _UNLOAD_DONE, _RETRY, _LOAD_FAILED = 0, 1, 2, 3
+_LOAD_DONE, _UNLOAD_DONE, _RETRY, _LOAD_FAILED, _DOWNLOAD_DONE = 0, 1, 2, 3, 4
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,7 @@ class EngineResult:
     error: bytearray
     instance: bytearray
     loads: int = 0
+    downloads: int = 0
     unloads: int = 0
     failed_loads: int = 0
     peak_bytes: list[int] = field(default_factory=list)
@@ -284,9 +285,20 @@ def run(
             begin_load(inst, m, t)
 
     def request_load(inst: _Instance, m: int, t: float) -> None:
-        inst.state[m] = PENDING
         inst.waiters[m] = []
         holders.setdefault(m, []).append(inst.index)
+        download = cold[m] - reload_[m]
+        if m not in inst.disk and download > 0 and cold[m] <= load_limit:
+            # the download to the volume holds no memory for models; the load after it does
+            inst.state[m] = DOWNLOADING
+            inst.load_end[m] = t + cold[m]
+            out.downloads += 1
+            push(heap, (t + download, next(seq), _DOWNLOAD_DONE, inst.index, m))
+            return
+        queue_load(inst, m, t)
+
+    def queue_load(inst: _Instance, m: int, t: float) -> None:
+        inst.state[m] = PENDING
         inst.pending.append(m)
         inst.pending_bytes += mem[m]
         process_pending(inst, t)
@@ -319,6 +331,10 @@ def run(
         elif kind == _UNLOAD_DONE:
             inst.used -= inst.unloading.pop(m)
             inst.unloading_bytes -= mem[m]
+        elif kind == _DOWNLOAD_DONE:
+            inst.disk.add(m)
+            queue_load(inst, m, t)
+            return
         elif kind == _LOAD_FAILED:
             drop(inst, m, t)
         elif inst.retry_at != t:
@@ -357,7 +373,7 @@ def run(
         state = inst.state[m]
         if state == LOADED:
             return max(0.0, min(inst.free[m]) - t)
-        if state == LOADING:
+        if state in (LOADING, DOWNLOADING):
             return inst.load_end[m] - t
         return cold[m]
 

@@ -70,7 +70,14 @@ def _verdict(plan: CapacityPlan) -> str:
     best = plan.best
     if best is None:
         return "no plan meets the targets"
-    return f"best: {best.instance_count} x {best.instance_type} (marked *)"
+    if plan.best_basis == "cost":
+        why = "the cheapest plan that meets the targets"
+    else:
+        unpriced = sorted(
+            {row.instance_type for row in plan.rows if row.meets_targets and row.cost_per_hour is None}
+        )
+        why = f"the smallest plan that meets the targets (no price for {', '.join(unpriced)})"
+    return f"best: {best.instance_count} x {best.instance_type} (marked *), {why}"
 
 
 def text_table(plan: CapacityPlan) -> str:
@@ -133,7 +140,7 @@ def plot(plan: CapacityPlan) -> Figure:
         hit_axes.plot([best.instance_count], [best.hit_ratio], marker="*", markersize=14, color="black")
         p99_axes.plot([best.instance_count], [best.p99_s], marker="*", markersize=14, color="black")
     hit_axes.set(xlabel="instances", ylabel="cache-hit ratio", title="Cache-hit ratio", ylim=(0, 1.02))
-    p99_axes.set(xlabel="instances", ylabel="p99 latency (s)", title="p99 latency")
+    p99_axes.set(xlabel="instances", ylabel="p99 latency (s, log scale)", title="p99 latency", yscale="log")
     counts = sorted({row.instance_count for row in plan.rows})
     for axes in (hit_axes, p99_axes):
         axes.set_xticks(counts)

@@ -11,7 +11,7 @@ import io
 import json
 import logging
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -157,15 +157,28 @@ class CapacityPlan:
     models: tuple[dict[str, Any], ...]
     seed: int = 0
 
+    def _meeting(self) -> list[PlanRow]:
+        return [row for row in self.rows if row.meets_targets]
+
+    @property
+    def best_basis(self) -> str | None:
+        """How :attr:`best` was chosen: ``"cost"`` (every plan meeting the targets has a price),
+        ``"size"`` (one has none), ``None`` (no plan meets them)."""
+        meeting = self._meeting()
+        if not meeting:
+            return None
+        return "cost" if all(row.cost_per_hour is not None for row in meeting) else "size"
+
     @property
     def best(self) -> PlanRow | None:
         """The plan to choose: the cheapest (per hour) that meets the targets, then the lower p99. When a
         plan meeting them has no price, the smallest instead: fewest instances, then least memory for
-        models in all, then lower p99. ``None`` when no plan meets the targets."""
-        meeting = [row for row in self.rows if row.meets_targets]
+        models in all, then lower p99 (:attr:`best_basis` says which). ``None`` when no plan meets the
+        targets."""
+        meeting = self._meeting()
         if not meeting:
             return None
-        if all(row.cost_per_hour is not None for row in meeting):
+        if self.best_basis == "cost":
             return min(meeting, key=lambda r: (r.cost_per_hour, r.p99_s, r.instance_count))
         return min(
             meeting, key=lambda r: (r.instance_count, r.instance_count * r.memory_budget_bytes, r.p99_s)
@@ -181,7 +194,11 @@ class CapacityPlan:
             "seed": self.seed,
             "best": None
             if best is None
-            else {"instance_type": best.instance_type, "instance_count": best.instance_count},
+            else {
+                "instance_type": best.instance_type,
+                "instance_count": best.instance_count,
+                "chosen_by": self.best_basis,
+            },
             "rows": [row.to_dict() for row in self.rows],
         }
 
@@ -325,6 +342,7 @@ def plan_capacity(
     p99: float | str | None = None,
     max_cost: float | None = None,
     seed: int = 0,
+    progress: Callable[[int, int], None] | None = None,
 ) -> CapacityPlan:
     """Simulate ``traffic`` on every instance type × count and compare the plans.
 
@@ -338,6 +356,7 @@ def plan_capacity(
         p99: the highest p99 latency, in seconds or as ``"200ms"``.
         max_cost: the highest cost, USD per hour for the whole endpoint.
         seed: drives routing's random choices; the same arguments give the same plan.
+        progress: called as ``progress(done, total)`` after each plan is simulated.
 
     Raises:
         ValueError: a target out of range, an unknown instance type, an empty or out-of-range list of
@@ -362,10 +381,13 @@ def plan_capacity(
     profiles = [models] if isinstance(models, ModelProfile) else list(models)
     expand(profiles)
     rows = []
+    total = len(kinds) * len(counts)
     for kind in kinds:
         for count in counts:
             result = simulate(profiles, traffic, kind, count, seed=seed)
             rows.append(_row(result, targets))
+            if progress is not None:
+                progress(len(rows), total)
             logger.info(
                 "%d x %s: hit ratio %.3f, p99 %.3f s (%.2f s to simulate)",
                 count, kind.name, result.hit_ratio, rows[-1].p99_s, result.elapsed_s,

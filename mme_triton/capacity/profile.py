@@ -9,14 +9,15 @@ How the service time scales, kept simple on purpose (docs/capacity.md):
 
 - **Concurrency.** A loaded model runs ``instances`` requests at once (Triton's ``instance_group`` count):
   each model instance is a server taking ``service_time_s`` per execution, whatever else runs on the
-  machine. Measure ``service_time_s`` at the concurrency you expect, as ``profile`` does.
+  machine. Measure ``service_time_s`` under the concurrency you expect.
 - **Batching.** With ``max_batch_size`` > 1, requests that wait for the same model instance run as one
   execution of up to ``max_batch_size`` requests (Triton's dynamic batcher, no queue delay), which takes
   ``service_time_s + (b - 1) * batch_item_s`` for ``b`` requests.
-- **Loads.** The first load on an instance takes ``cold_start_s`` (download + extract + load); a reload
-  of a model the instance unloaded before takes ``reload_s`` (SageMaker keeps unloaded models on the
-  instance's volume, so no download; default: ``cold_start_s``). An unload takes ``unload_s``, during
-  which the model's memory is still held.
+- **Loads.** A model not on the instance's volume is downloaded from S3 (``cold_start_s - reload_s``
+  seconds, holding no memory for models), then loaded (``reload_s`` seconds, holding its memory from the
+  start); a model the instance unloaded before is still on its volume (SageMaker keeps unloaded models
+  there) and is only loaded again. Without ``reload_s``, the whole ``cold_start_s`` is taken as the load,
+  memory held throughout. An unload takes ``unload_s``, during which the model's memory is still held.
 """
 
 from __future__ import annotations
@@ -95,12 +96,12 @@ class ModelProfile:
         memory_bytes: what the model holds once loaded (GPU memory on a GPU instance, host memory on a
             CPU one).
         cold_start_s: seconds from a request for a model not on the instance to the model being ready:
-            download, extract and load.
+            download, extract and load (the ``ModelLoadingWaitTime`` of a first request).
         service_time_s: seconds one execution takes on one model instance.
         copies: how many models this profile stands for.
         instances: executions the model runs at once (Triton's model instance count).
-        reload_s: seconds to load again a model the instance unloaded before (its files are still on the
-            volume); ``None``: ``cold_start_s``.
+        reload_s: seconds to load a model whose files are on the instance's volume (unloaded before, or
+            just downloaded): the load alone, which holds memory; ``None``: ``cold_start_s``.
         unload_s: seconds an unload takes; the memory is held until it ends.
         max_batch_size: requests one execution may take (Triton's dynamic batching); 1: none.
         batch_item_s: seconds each request beyond the first adds to an execution.

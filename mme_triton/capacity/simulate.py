@@ -48,6 +48,8 @@ class SimulationResult:
         error: per request, 0 or the error's code (see :attr:`errors`).
         instance: per request, the instance that served it.
         loads: loads started (``ModelLoadingTime`` SampleCount).
+        downloads: downloads from S3 (``ModelDownloadingTime`` SampleCount): the first load of a model on
+            an instance whose profile has a ``reload_s`` below its ``cold_start_s``.
         unloads: models unloaded to make room (``ModelUnloadingTime`` SampleCount).
         failed_loads: loads past the 360 s limit.
         peak_bytes: per instance, the most memory its models held at once.
@@ -65,6 +67,7 @@ class SimulationResult:
     error: npt.NDArray[np.uint8] = field(repr=False)
     instance: npt.NDArray[np.uint8] = field(repr=False)
     loads: int
+    downloads: int
     unloads: int
     failed_loads: int
     peak_bytes: tuple[int, ...]
@@ -244,6 +247,7 @@ def simulate(
         error=np.frombuffer(bytes(raw.error), dtype=np.uint8).copy(),
         instance=np.frombuffer(bytes(raw.instance), dtype=np.uint8).copy(),
         loads=raw.loads,
+        downloads=raw.downloads,
         unloads=raw.unloads,
         failed_loads=raw.failed_loads,
         peak_bytes=tuple(raw.peak_bytes),

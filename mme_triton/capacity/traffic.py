@@ -191,7 +191,7 @@ class Traffic:
 
     @classmethod
     def trace(
-        cls, path_or_rows: str | Path | Iterable[tuple[Any, str]], *, duration: float | None = None
+        cls, path_or_rows: str | Path | Iterable[tuple[Any, str]], *, duration: float | str | None = None
     ) -> Traffic:
         """Recorded requests: a CSV file with a ``timestamp`` and a ``TargetModel`` column (header first;
         timestamps in seconds or ISO 8601), or rows of ``(timestamp_s, target_model)``. Requests are put in

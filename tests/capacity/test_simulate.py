@@ -106,6 +106,20 @@ def test_simulate_reload_from_the_volume_takes_reload_s() -> None:
     assert result.load_wait_s.tolist() == [10.0, 0.0, 1.0]
 
 
+def test_simulate_download_holds_no_memory_the_load_after_it_does() -> None:
+    busy = _model("a", service_time_s=10.0)
+    split = _model("b", cold_start_s=8.0, reload_s=2.0)
+    result = simulate([busy, split], Traffic.trace([(0.0, "a"), (1.0, "b")]), _instance(1))
+    # b downloads from 1 to 7, then waits for a's request to end at 10, then loads for 2 s
+    assert result.load_wait_s[1] == pytest.approx(11.0)
+    assert (result.downloads, result.loads) == (1, 2)
+    whole = _model("b", cold_start_s=8.0)
+    result = simulate([busy, whole], Traffic.trace([(0.0, "a"), (1.0, "b")]), _instance(1))
+    # without reload_s the 8 s cold start is all load: it starts when a's memory comes free at 10
+    assert result.load_wait_s[1] == pytest.approx(17.0)
+    assert result.downloads == 0
+
+
 def test_simulate_load_past_60_s_answers_model_not_ready_and_goes_on() -> None:
     model = _model(cold_start_s=70.0)
     result = simulate([model], Traffic.trace([(0.0, "m"), (100.0, "m")]), _instance(1))
