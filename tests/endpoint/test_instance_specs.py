@@ -111,3 +111,23 @@ def test_instance_type_looks_up_names_and_suggests_close_ones() -> None:
 def test_instance_type_refuses_impossible_hardware(fields: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         InstanceType("ml.custom.xlarge", **fields)  # type: ignore[arg-type]
+
+
+def test_instance_types_table_in_the_capacity_docs_matches_the_data() -> None:
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[2] / "docs" / "capacity.md"
+    rows = [
+        line.strip("| ").split(" | ") for line in docs.read_text().splitlines() if line.startswith("| ml.")
+    ]
+    assert len(rows) >= 5
+    for name, vcpus, memory, gpu_memory, budget, price in rows:
+        kind = INSTANCE_TYPES[name]
+        gib = kind.memory_budget_bytes / GiB
+        assert (int(vcpus), memory, gpu_memory) == (
+            kind.vcpus,
+            f"{kind.memory_bytes // GiB} GiB",
+            f"{kind.gpu_memory_bytes // GiB} GiB" if kind.is_gpu else "-",
+        ), name
+        assert budget == f"{gib:.1f} GiB", name
+        assert price == ("-" if kind.price_per_hour is None else f"{kind.price_per_hour:g}"), name
