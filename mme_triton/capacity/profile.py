@@ -272,13 +272,20 @@ def _json_rows(text: str, path: Path) -> list[tuple[str, dict[str, Any]]]:
 
 def _csv_rows(text: str, path: Path) -> list[tuple[str, dict[str, Any]]]:
     reader = csv.DictReader(io.StringIO(text))
-    if not reader.fieldnames:
+    try:
+        fields = reader.fieldnames
+    except csv.Error as exc:
+        raise ValueError(f"{path}: not CSV: {exc}") from None
+    if not fields:
         raise ValueError(f"{path}: empty CSV (a header of field names comes first: {', '.join(_FIELDS)})")
     rows = []
-    for row in reader:
-        if None in row:
-            raise ValueError(f"{path}: line {reader.line_num}: more values than header fields")
-        rows.append((f"line {reader.line_num}", {k.strip(): (v or "").strip() for k, v in row.items()}))
+    try:
+        for row in reader:
+            if None in row:
+                raise ValueError(f"{path}: line {reader.line_num}: more values than header fields")
+            rows.append((f"line {reader.line_num}", {k.strip(): (v or "").strip() for k, v in row.items()}))
+    except csv.Error as exc:  # a field over csv's size limit, a NUL byte ...
+        raise ValueError(f"{path}: line {reader.line_num}: not CSV: {exc}") from None
     return rows
 
 

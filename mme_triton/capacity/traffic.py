@@ -28,10 +28,13 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["MAX_REQUESTS", "Traffic"]
+__all__ = ["MAX_REQUESTS", "MAX_TRACE_FILE_BYTES", "Traffic"]
 
-MAX_REQUESTS = 5_000_000
-"""The most requests a traffic may hold (about 60 bytes each while simulated)."""
+MAX_REQUESTS = 2_000_000
+"""The most requests a traffic may hold: about 100 bytes each while simulated, so 200 MB at the limit
+(an hour at 550 requests/s)."""
+MAX_TRACE_FILE_BYTES = 256 * 1024 * 1024
+"""The largest trace file :meth:`Traffic.trace` reads (2,000,000 lines of up to 130 characters)."""
 
 _TIME_COLUMNS = ("timestamp", "timestamp_s", "time")
 _MODEL_COLUMNS = ("targetmodel", "target_model")
@@ -201,7 +204,8 @@ class Traffic:
         Raises:
             FileNotFoundError: no such file.
             ValueError: no request, a missing column, a timestamp that is not a time (with its line), more
-                than :data:`MAX_REQUESTS` requests, a ``duration`` shorter than the span.
+                than :data:`MAX_REQUESTS` requests or a file over :data:`MAX_TRACE_FILE_BYTES`, a
+                ``duration`` shorter than the span.
         """
         import numpy as np
 
@@ -271,24 +275,34 @@ def _read_rows(rows: Iterable[tuple[Any, str]]) -> tuple[list[float], list[str]]
 
 
 def _read_csv(path: Path) -> tuple[list[float], list[str]]:
-    stamps: list[float] = []
-    models: list[str] = []
+    size = path.stat().st_size
+    if size > MAX_TRACE_FILE_BYTES:
+        raise ValueError(f"{path}: {size:,} bytes; a trace file is at most {MAX_TRACE_FILE_BYTES:,}")
     with path.open(encoding="utf-8", newline="") as source:
         reader = csv.reader(source)
-        header = [column.strip().lower() for column in next(reader, [])]
-        time_column = next((header.index(c) for c in _TIME_COLUMNS if c in header), None)
-        model_column = next((header.index(c) for c in _MODEL_COLUMNS if c in header), None)
-        if time_column is None or model_column is None:
-            raise ValueError(f"{path}: the first line must name the columns timestamp and TargetModel")
-        needed = max(time_column, model_column)
-        for row in reader:
-            if not row:
-                continue
-            where = f"{path}: line {reader.line_num}"
-            if len(stamps) >= MAX_REQUESTS:
-                raise ValueError(f"{path}: more than {MAX_REQUESTS:,} requests")
-            if len(row) <= needed:
-                raise ValueError(f"{where}: expected {needed + 1} columns, got {len(row)}")
-            stamps.append(_timestamp(row[time_column], where))
-            models.append(_model(row[model_column], where))
+        try:
+            return _read_requests(reader, path)
+        except csv.Error as exc:  # a field over csv's size limit, a NUL byte ...
+            raise ValueError(f"{path}: line {reader.line_num}: not CSV: {exc}") from None
+
+
+def _read_requests(reader: Any, path: Path) -> tuple[list[float], list[str]]:
+    stamps: list[float] = []
+    models: list[str] = []
+    header = [column.strip().lower() for column in next(reader, [])]
+    time_column = next((header.index(c) for c in _TIME_COLUMNS if c in header), None)
+    model_column = next((header.index(c) for c in _MODEL_COLUMNS if c in header), None)
+    if time_column is None or model_column is None:
+        raise ValueError(f"{path}: the first line must name the columns timestamp and TargetModel")
+    needed = max(time_column, model_column)
+    for row in reader:
+        if not row:
+            continue
+        where = f"{path}: line {reader.line_num}"
+        if len(stamps) >= MAX_REQUESTS:
+            raise ValueError(f"{path}: more than {MAX_REQUESTS:,} requests")
+        if len(row) <= needed:
+            raise ValueError(f"{where}: expected {needed + 1} columns, got {len(row)}")
+        stamps.append(_timestamp(row[time_column], where))
+        models.append(_model(row[model_column], where))
     return stamps, models

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mme_triton.capacity.profile import ModelProfile
-from mme_triton.capacity.traffic import MAX_REQUESTS, Traffic
+from mme_triton.capacity.traffic import MAX_REQUESTS, MAX_TRACE_FILE_BYTES, Traffic
 
 MODELS = [f"m{k}.tar.gz" for k in range(10)]
 
@@ -94,7 +94,7 @@ def test_traffic_to_csv_then_trace_round_trips(tmp_path: Path) -> None:
         (lambda: Traffic.zipf(MODELS, s=-1, rate=1, duration=1), "Zipf exponent s must be a number >= 0"),
         (lambda: Traffic.uniform([], rate=1, duration=1), "at least one model"),
         (lambda: Traffic.uniform(["a", "a"], rate=1, duration=1), "named twice"),
-        (lambda: Traffic.uniform(MODELS, rate=MAX_REQUESTS, duration=60), "at most 5,000,000"),
+        (lambda: Traffic.uniform(MODELS, rate=MAX_REQUESTS, duration=60), f"at most {MAX_REQUESTS:,}"),
         (lambda: Traffic.trace([]), "no request"),
         (lambda: Traffic.trace([(0, "a"), ("soon", "b")]), "row 1: not a time: 'soon'"),
         (lambda: Traffic.trace([(0, "a"), (1,)]), r"row 1: expected \(timestamp_s, target_model\)"),
@@ -129,3 +129,14 @@ def test_traffic_trace_csv_errors_name_the_line(tmp_path: Path) -> None:
         Traffic.trace(path)
     with pytest.raises(FileNotFoundError):
         Traffic.trace(tmp_path / "missing.csv")
+
+
+def test_traffic_trace_refuses_a_field_past_csv_limits_and_a_huge_file(tmp_path: Path) -> None:
+    path = tmp_path / "trace.csv"
+    path.write_text("timestamp,TargetModel\n0," + "m" * 200_000 + "\n")
+    with pytest.raises(ValueError, match="line 2: not CSV: field larger than field limit"):
+        Traffic.trace(path)
+    with path.open("r+b") as sparse:
+        sparse.truncate(MAX_TRACE_FILE_BYTES + 1)
+    with pytest.raises(ValueError, match="a trace file is at most"):
+        Traffic.trace(path)

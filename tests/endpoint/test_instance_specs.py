@@ -131,3 +131,15 @@ def test_instance_types_table_in_the_capacity_docs_matches_the_data() -> None:
         ), name
         assert budget == f"{gib:.1f} GiB", name
         assert price == ("-" if kind.price_per_hour is None else f"{kind.price_per_hour:g}"), name
+
+
+def test_instance_specs_import_needs_neither_numpy_nor_the_planner() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, mme_triton.endpoint.instance_specs; "
+        "print(','.join(m for m in ('numpy', 'boto3', 'mme_triton.capacity') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
