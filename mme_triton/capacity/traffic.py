@@ -3,7 +3,7 @@
 - :meth:`Traffic.uniform` and :meth:`Traffic.zipf`: a Poisson process of ``rate`` requests per second for
   ``duration`` seconds, each request naming a model drawn from a popularity law (every model alike, or
   Zipf's: the model of rank ``k`` is drawn with weight ``1 / k**s``, the first model given being rank 1);
-  seeded, so the same arguments give the same requests.
+  :meth:`Traffic.rates`: each model its own rate. Seeded, so the same arguments give the same requests.
 - :meth:`Traffic.trace`: recorded requests, a CSV of ``timestamp,TargetModel`` (seconds, or ISO 8601
   times) or rows of ``(timestamp_s, target_model)``, with whatever bursts and daily shape they have.
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -163,6 +163,26 @@ class Traffic:
         names = _names(models)
         weights = [1.0 / (rank**s) for rank in range(1, len(names) + 1)]
         return cls._poisson(names, weights, rate, duration, seed, f"zipf s={s:g} over {len(names)} models")
+
+    @classmethod
+    def rates(cls, rates: Mapping[str, float | str], *, duration: float | str, seed: int = 0) -> Traffic:
+        """Each model its own Poisson arrivals at its rate (requests/s, or ``"30/min"``) for ``duration``.
+
+        Raises:
+            ValueError: no model, a rate not above 0, a duration not above 0, more than
+                :data:`MAX_REQUESTS` requests.
+
+        Example:
+            >>> traffic = Traffic.rates({"hot.tar.gz": 9, "cold.tar.gz": "1/s"}, duration=600, seed=0)
+            >>> counts = traffic.counts()
+            >>> 0.85 < counts["hot.tar.gz"] / len(traffic) < 0.95
+            True
+        """
+        if not isinstance(rates, Mapping):
+            raise TypeError(f"rates maps TargetModels to requests per second, got {type(rates).__name__}")
+        names = _names(list(rates))
+        weights = [parse_rate(rates[name], f"rate of {name}") for name in names]
+        return cls._poisson(names, weights, sum(weights), duration, seed, f"rates over {len(names)} models")
 
     @classmethod
     def _poisson(

@@ -47,6 +47,16 @@ def test_traffic_zipf_with_s_zero_is_uniform() -> None:
     assert shares == pytest.approx([0.1] * 10, abs=0.005)
 
 
+def test_traffic_rates_give_each_model_its_rate() -> None:
+    traffic = Traffic.rates({"a": 30, "b": "120/min", "c": 0.5}, duration="20m", seed=0)
+    counts = traffic.counts()
+    for name, rate in (("a", 30), ("b", 2), ("c", 0.5)):
+        expected = rate * 1200
+        assert abs(counts[name] - expected) < 5 * expected**0.5, name  # Poisson: sd = sqrt(mean)
+    with pytest.raises(ValueError, match="rate of c: a rate is a number of requests per second > 0"):
+        Traffic.rates({"a": 1, "c": 0}, duration=10)
+
+
 def test_traffic_expands_profiles_with_copies() -> None:
     profile = ModelProfile("resnet.tar.gz", memory_bytes=1, cold_start_s=1, service_time_s=0.01, copies=200)
     traffic = Traffic.uniform([profile, "bert.tar.gz"], rate=1, duration=10)
