@@ -42,7 +42,7 @@ class SimulationResult:
         instance_count: its instances.
         duration_s: seconds of traffic.
         latency_s: per request, seconds until its answer (load wait, queue and execution; an error is
-            answered after 60 s, a model larger than the instance at once).
+            answered after 60 s, a request for a model larger than the instance at once, with 0).
         load_wait_s: per request, seconds it waited for its model's load (0 for a hit).
         hit: per request, whether its model was loaded on the instance it reached (``ModelCacheHit``).
         error: per request, 0 or the error's code (see :attr:`errors`).
@@ -115,10 +115,12 @@ class SimulationResult:
         return waited
 
     def latency_percentile(self, q: float) -> float:
-        """The ``q``-th percentile (0-100) of the requests' latency, in seconds (0.0 without requests)."""
+        """The ``q``-th percentile (0-100) of the requests' latency, in seconds: requests for a model
+        larger than an instance's memory are left out (they never reach a model); 0.0 without requests."""
         import numpy as np
 
-        return float(np.percentile(self.latency_s, q)) if self.requests else 0.0
+        served = self.latency_s[self.error != TOO_LARGE]
+        return float(np.percentile(served, q)) if served.size else 0.0
 
     def load_wait_stats(self) -> dict[str, float]:
         """Mean, p99 and max of the load waits of the requests that missed (``ModelLoadingWaitTime``)."""

@@ -144,6 +144,13 @@ def test_simulate_model_larger_than_the_instance_fails_without_a_load() -> None:
     model = _model(memory_bytes=3 * GiB)
     result = simulate([model], Traffic.trace([(0.0, "m"), (1.0, "m")]), _instance(2))
     assert (result.errors["too_large"], result.loads) == (2, 0)
+    assert result.latency_percentile(50) == 0.0  # no request reached a model
+    mixed = simulate(
+        [model, _model("small", service_time_s=0.5)],
+        Traffic.trace([(0.0, "m"), (1.0, "small"), (2.0, "m")]),
+        _instance(2),
+    )
+    assert mixed.latency_percentile(0) == mixed.latency_percentile(100) == 0.5
 
 
 def test_simulate_routes_a_model_to_the_instance_that_holds_it() -> None:
