@@ -1,8 +1,9 @@
 """SageMaker's rules, each defined once: every stage (and the embedded stack) imports them from here.
 
 - InvokeEndpoint: the request-body limit (:data:`MAX_PAYLOAD_BYTES`), the 60 s the container has to
-  answer, the ``TargetModel`` header (:data:`TARGET_MODEL_HEADER`) and the one TargetModel rule
-  (:func:`target_model_problem`, :func:`check_target_model`);
+  answer, the 360 s a model's load may take (:data:`MODEL_LOAD_TIMEOUT_SECONDS`), the ``TargetModel``
+  header (:data:`TARGET_MODEL_HEADER`) and the one TargetModel rule (:func:`target_model_problem`,
+  :func:`check_target_model`);
 - S3 URLs of a multi-model endpoint's ``ModelDataUrl`` (:func:`parse_s3_url`);
 - the error code, message and HTTP status of a botocore ``ClientError`` (:func:`error_code`,
   :func:`error_message`, :func:`http_status`, :func:`is_not_found`, :func:`is_throttling`), and which
@@ -30,6 +31,7 @@ __all__ = [
     "ENSEMBLE_CONFIG_PATTERN",
     "INVOCATION_TIMEOUT_SECONDS",
     "MAX_PAYLOAD_BYTES",
+    "MODEL_LOAD_TIMEOUT_SECONDS",
     "TARGET_MODEL_HEADER",
     "TARGET_MODEL_MAX_CHARS",
     "TARGET_MODEL_PATTERN",
@@ -54,6 +56,10 @@ MAX_PAYLOAD_BYTES = 6 * 1024 * 1024
 INVOCATION_TIMEOUT_SECONDS = 60.0
 """Seconds the container has to answer an InvokeEndpoint request (and a model load before
 ``ModelNotReadyException``)."""
+
+MODEL_LOAD_TIMEOUT_SECONDS = 360.0
+"""Seconds a multi-model endpoint gives a model's download and load before it gives up (requests that
+waited 60 s for it were already answered ``ModelNotReadyException``)."""
 
 TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"
 """The HTTP header that carries InvokeEndpoint's ``TargetModel`` to the container."""
