@@ -123,6 +123,9 @@ class _Running:
             self.lines.append(line)
 
 
+LOCAL_UP = ("local", "up", "--memory-budget", "256MiB")
+
+
 @pytest.fixture
 def local_up(tmp_path: Path) -> Iterator[_Running]:
     """``python -m mme_triton.cli local up`` in a child process with no AWS variables of its own."""
@@ -130,8 +133,7 @@ def local_up(tmp_path: Path) -> Iterator[_Running]:
     env["TMPDIR"] = str(tmp_path)
     process = subprocess.Popen(
         # -X faulthandler: a child that hangs prints its threads' stacks when the test aborts it
-        [sys.executable, "-X", "faulthandler", "-m", "mme_triton.cli"]
-        + ["local", "up", "--memory-budget", "256MiB"],
+        [sys.executable, "-X", "faulthandler", "-m", "mme_triton.cli", *LOCAL_UP],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
