@@ -18,6 +18,7 @@ from mme_triton import (
     ModelValidationError,
     TensorSpec,
     build_ensemble,
+    encode_request,
     new_python_model,
     package_model,
     perf_analyzer_data,
@@ -308,6 +309,22 @@ def test_perf_analyzer_data_bytes_and_b64(tmp_path: Path) -> None:
     assert base64.b64decode(entry["HALF"]["content"]["b64"]) == half.astype("<f2").tobytes()
     assert len(base64.b64decode(entry["BF"]["content"]["b64"])) == 2
     assert np.isnan(np.frombuffer(base64.b64decode(entry["NAN"]["content"]["b64"]), "<f4")).all()
+
+
+@pytest.mark.parametrize(
+    "elements", [[1, 2], [None], [b"ok", 3.5]], ids=["ints", "none", "bytes-and-float"]
+)
+def test_perf_analyzer_data_refuses_bytes_elements_that_are_not_text(
+    tmp_path: Path, elements: list[Any]
+) -> None:
+    # the client codec's rule: bytes(2) would be two NUL bytes, written without a word
+    array = np.empty(len(elements), dtype=object)
+    array[:] = elements
+    with pytest.raises(TypeError, match="BYTES tensor 'IN' holds a .*; elements must be bytes or str"):
+        perf_analyzer_data({"IN": array}, tmp_path / "data.json")
+    assert not (tmp_path / "data.json").exists()
+    with pytest.raises(TypeError, match="elements must be bytes or str"):
+        encode_request({"IN": array})
 
 
 def test_perf_analyzer_data_accepts_infer_inputs(tmp_path: Path) -> None:
