@@ -102,7 +102,9 @@ def read_backoff(attempt: int) -> float:
     1024 and beyond) still gets a pause instead of an ``OverflowError``.
 
     Example:
-        >>> 0.125 <= read_backoff(0) <= 0.25 and READ_BACKOFF_CAP / 2 <= read_backoff(10**6) <= READ_BACKOFF_CAP
+        >>> 0.125 <= read_backoff(0) <= 0.25
+        True
+        >>> READ_BACKOFF_CAP / 2 <= read_backoff(10**6) <= READ_BACKOFF_CAP
         True
     """
     ceiling = min(READ_BACKOFF_CAP, _READ_BACKOFF_BASE * 2.0 ** min(attempt, _READ_BACKOFF_DOUBLINGS))

@@ -136,7 +136,7 @@ class Deployment:
             return wait_for_endpoint(
                 self.sagemaker,
                 name,
-                timeout=self.deadline.remaining(),
+                timeout=max(self.deadline.remaining(), min(self.poll_interval, 1.0)),
                 poll_interval=self.poll_interval,
                 progress=self.progress,
             )

@@ -25,7 +25,7 @@ from mme_triton.endpoint._resolve import DeployArguments, emit_warnings, resolve
 from mme_triton.endpoint._steps import Deployment
 from mme_triton.endpoint.autoscaling import AutoScaling
 from mme_triton.endpoint.environment import TritonEnvironment
-from mme_triton.endpoint.handle import DeployProgress, Endpoint, wait_for_endpoint
+from mme_triton.endpoint.handle import DeployProgress, Endpoint, check_wait, wait_for_endpoint
 from mme_triton.endpoint.images import DEFAULT_TRITON_VERSION
 
 if TYPE_CHECKING:
@@ -147,8 +147,7 @@ def deploy_mme(
     """
     from mme_triton.artifact.s3 import upload_models
 
-    if timeout <= 0 or poll_interval <= 0:
-        raise ValueError("timeout and poll_interval must be > 0 seconds")
+    check_wait(timeout, poll_interval)
     resolved = resolve(
         DeployArguments(
             endpoint_name=endpoint_name,
