@@ -81,8 +81,10 @@ class DeploymentPlan:
         uploads: one :class:`PlannedUpload` per model of ``models=``.
         to_create, to_update, to_delete, to_keep: ``(kind, name)`` pairs, kinds ``"model"``,
             ``"endpoint-config"``, ``"endpoint"``, ``"autoscaling"`` (name: the scalable target's
-            resource id); ``to_delete`` lists what deploy_mme would remove once the endpoint is in service
-            (superseded configs and models, a registration it made earlier).
+            resource id) and ``"bucket"`` (the SageMaker SDK's default bucket, when ``model_data_url``
+            is derived from it and the bucket does not exist yet); ``to_delete`` lists what deploy_mme
+            would remove once the endpoint is in service (superseded configs and models, a
+            registration it made earlier).
         autoscaling: the requested :class:`AutoScaling` (None: none, or an earlier one removed).
         warnings: what deploy_mme would warn about.
         blockers: why deploy_mme would fail before changing anything (empty: it would go ahead).
@@ -223,12 +225,15 @@ def plan_deployment(
             sagemaker_client=sagemaker_client,
             autoscaling_client=autoscaling_client,
             sagemaker_session=sagemaker_session,
-        )
+        ),
+        plan_only=True,
     )
     emit_warnings(resolved.warnings, stacklevel=2)
     deadline = Deadline(PLAN_TIMEOUT)
     plan = _empty_plan(resolved)
     s3 = make_client("s3", client=s3_client, boto3_session=resolved.boto3_session, boto_config=boto_config)
+    if resolved.default_bucket is not None:
+        _plan_default_bucket(s3, resolved.default_bucket, plan, deadline)
     for item in resolved.model_items:
         upload, problem = _planned_upload(s3, item, plan.model_data_url, overwrite, deadline)
         plan.uploads.append(upload)
@@ -267,6 +272,17 @@ def _empty_plan(resolved: Resolved) -> DeploymentPlan:
         autoscaling=plan.autoscaling,
         warnings=list(resolved.warnings),
     )
+
+
+def _plan_default_bucket(s3: S3Client, bucket: str, plan: DeploymentPlan, deadline: Deadline) -> None:
+    """The SageMaker SDK's default bucket: deploy_mme creates it when missing (the plan never does)."""
+    try:
+        read(s3.head_bucket, deadline=deadline, what=f"HeadBucket({bucket})", Bucket=bucket)
+    except Exception as exc:
+        if error_code(exc) in ("404", "NoSuchBucket", "NotFound"):
+            plan.to_create.append(("bucket", bucket))
+            return
+        plan.warnings.append(f"the default bucket {bucket} cannot be checked: {error_message(exc)}")
 
 
 def _planned_upload(
