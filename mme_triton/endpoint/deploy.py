@@ -191,7 +191,13 @@ def deploy_mme(
             overwrite=overwrite,
         )
 
-    ledger = Ledger(resolved.sagemaker, endpoint_name, plan.config_name, plan.model_name)
+    ledger = Ledger(
+        resolved.sagemaker,
+        endpoint_name,
+        plan.config_name,
+        plan.model_name,
+        scaling_client=resolved.scaling_client,
+    )
     try:
         description = Deployment(resolved, ledger, wait, timeout, poll_interval, progress).run()
     except BaseException as exc:
@@ -218,13 +224,17 @@ def deploy_mme(
 def _interrupted(ledger: Ledger, exc: BaseException) -> None:
     """An interrupt (Ctrl-C) stops at once: nothing is deleted, the log and the exception say what stays."""
     left = ledger.unfinished()
-    if not left:
+    if not left and not ledger.removed_autoscaling:
         return
     note = (
         f"deploy_mme({ledger.endpoint_name!r}) was interrupted; left as they are: "
-        + ", ".join(f"{kind} {name}" for kind, name in left)
+        + (", ".join(f"{kind} {name}" for kind, name in left) or "nothing created")
         + " (run deploy_mme again with the same arguments to finish, or teardown() to remove them)"
     )
+    if ledger.removed_autoscaling:
+        note += "; the autoscaling removed for the variant rename: " + "; ".join(
+            str(r) for r in ledger.removed_autoscaling
+        )
     logger.error("%s", note)
     if hasattr(exc, "add_note"):
         exc.add_note(note)
