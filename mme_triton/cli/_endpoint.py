@@ -101,7 +101,10 @@ def _status(args: argparse.Namespace) -> int:
     from mme_triton.endpoint.status import endpoint_status
 
     status = endpoint_status(
-        args.endpoint_name, list_artifacts=not args.no_models, boto3_session=aws_session(args)
+        args.endpoint_name,
+        list_artifacts=not args.no_models,
+        timeout=args.timeout.total_seconds(),
+        boto3_session=aws_session(args),
     )
     emit(args, str(status), status.to_dict())
     return 0
@@ -216,6 +219,12 @@ def register(sub: SubParsers) -> None:
     )
     p.add_argument("endpoint_name", metavar="ENDPOINT")
     p.add_argument("--no-models", action="store_true", help="do not list the models under the prefix")
+    p.add_argument(
+        "--timeout",
+        type=duration,
+        default=duration("1m"),
+        help="how long reads are retried while AWS throttles or cannot be reached (1m)",
+    )
 
     p = add_command(
         sub,

@@ -34,6 +34,7 @@ __all__ = [
     "IN_PROGRESS",
     "DeployProgress",
     "Endpoint",
+    "check_seconds",
     "check_wait",
     "control_plane_errors",
     "wait_for_endpoint",
@@ -53,6 +54,16 @@ IN_PROGRESS = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack"
 REFRESH_SECONDS = 60.0
 
 
+def check_seconds(name: str, value: float) -> None:
+    """Refuse a duration argument ``name`` that is not a positive number of seconds.
+
+    Raises:
+        ValueError: ``value`` is not > 0 (NaN included).
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ValueError(f"{name} must be > 0 seconds, got {value!r}")
+
+
 def check_wait(timeout: float, poll_interval: float) -> None:
     """Refuse a ``timeout`` or ``poll_interval`` that is not a positive number of seconds.
 
@@ -62,9 +73,8 @@ def check_wait(timeout: float, poll_interval: float) -> None:
     Raises:
         ValueError: either is not > 0 (NaN included).
     """
-    for name, value in (("timeout", timeout), ("poll_interval", poll_interval)):
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-            raise ValueError(f"{name} must be > 0 seconds, got {value!r}")
+    check_seconds("timeout", timeout)
+    check_seconds("poll_interval", poll_interval)
 
 
 @contextlib.contextmanager

@@ -27,7 +27,7 @@ from mme_triton.endpoint._resources import (
 from mme_triton.endpoint._retry import Deadline, read
 from mme_triton.endpoint.autoscaling import AutoScaling, current_autoscaling, resource_id, scalable_target
 from mme_triton.endpoint.environment import TritonEnvironment
-from mme_triton.endpoint.handle import IN_PROGRESS
+from mme_triton.endpoint.handle import IN_PROGRESS, check_seconds
 from mme_triton.endpoint.images import DEFAULT_TRITON_VERSION
 
 if TYPE_CHECKING:
@@ -204,8 +204,7 @@ def plan_deployment(
     """
     from mme_triton.errors import DeploymentError
 
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
-        raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+    check_seconds("timeout", timeout)
     resolved = resolve(
         DeployArguments(
             endpoint_name=endpoint_name,
