@@ -22,7 +22,9 @@ from mme_triton.model._staging import staged_model_dir
 from mme_triton.model.onnx_check import GraphTensor
 
 __all__ = [
+    "DEFAULT_OPSET",
     "ExportError",
+    "check_export_options",
     "compare_outputs",
     "graph_config",
     "prepare_target",
@@ -83,6 +85,26 @@ def torch_elem_type(dtype: Any) -> int:
         return _TORCH_TO_ONNX[name]
     except KeyError:
         raise TypeError(f"torch dtype {name} has no Triton datatype") from None
+
+
+#: The ONNX opset the ONNX exporters write by default: one the onnxruntime of every SageMaker Triton image
+#: the library offers reads (torch's own default moves with torch releases).
+DEFAULT_OPSET = 17
+
+
+def check_export_options(*, max_batch_size: int, instance_count: int, version: int) -> None:
+    """The exporters' shared options, refused alike.
+
+    Raises:
+        ValueError: ``max_batch_size`` < 0, ``instance_count`` < 1 or ``version`` < 1.
+    """
+    for name, value, least in (
+        ("max_batch_size", max_batch_size, 0),
+        ("instance_count", instance_count, 1),
+        ("version", version, 1),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
 
 
 def prepare_target(model_dir: str | os.PathLike[str], *, overwrite: bool) -> Path:

@@ -8,13 +8,13 @@ ever downloaded.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +41,15 @@ def export_transformers(
     sequence_length: int | None = None,
     opset_version: int | None = None,
     overwrite: bool = False,
+    dynamic_batching: bool = True,
+    instance_count: int = 1,
+    version: int = 1,
     tokenizer_dir: str | os.PathLike[str] | None = None,
     atol: float = 1e-4,
     rtol: float = 1e-3,
-    **kwargs: Any,
+    **export_kwargs: Any,
 ) -> Path:
-    """Export an encoder model to ``<model_dir>/1/model.onnx`` with a complete config.pbtxt.
+    """Export an encoder model to ``<model_dir>/<version>/model.onnx`` with a complete config.pbtxt.
 
     Inputs are the ones the model's forward takes among ``input_ids``, ``attention_mask`` and
     ``token_type_ids``, all ``TYPE_INT64`` with a variable batch dimension (with ``max_batch_size > 0``)
@@ -78,11 +81,23 @@ def export_transformers(
         tokenizer: the model's tokenizer (optional); decides ``token_type_ids`` and is saved.
         max_batch_size: the largest batch Triton sends (0: no batch dimension, inputs ``[sequence]``).
         sequence_length: a fixed sequence length (e.g. 512), or ``None`` for a variable one.
-        opset_version: the ONNX opset (default: torch's).
+        opset_version: the ONNX opset (default :data:`~mme_triton.export._common.DEFAULT_OPSET`, 17,
+            as for ``export_pytorch``).
         overwrite: replace an existing model directory (and ``tokenizer_dir``).
+        dynamic_batching: with ``max_batch_size > 0``, let Triton batch concurrent requests.
+        instance_count: model instances Triton creates.
+        version: the version directory to write.
         tokenizer_dir: save the tokenizer there instead of ``<model_dir>/tokenizer/``.
         atol / rtol: the tolerance of the ONNX Runtime check.
-        kwargs: passed on to ``torch.onnx.export`` (``dynamo=True`` selects the newer exporter).
+        export_kwargs: passed on to ``torch.onnx.export`` (``dynamo=True`` selects the newer exporter).
+
+    The options mean what they mean for :func:`~mme_triton.export.export_pytorch` and
+    :func:`~mme_triton.export.export_torchscript`. What differs has a reason: the first argument is a
+    ``model`` (a ``transformers`` model, that library's word) where theirs is a ``module`` (a
+    ``torch.nn.Module``, torch's); ``max_batch_size`` defaults to 8, not 0, because tokenized text always
+    comes with a batch dimension, where an arbitrary module's example inputs need not; the tensors'
+    names and shapes are the encoder's (no ``input_names``, ``output_names`` or ``dynamic_axes``), and
+    ``sequence_length``, ``tokenizer`` and ``tokenizer_dir`` are a text model's.
 
     Returns:
         ``model_dir``.
@@ -104,6 +119,8 @@ def export_transformers(
     import torch
 
     from mme_triton.export._common import (
+        DEFAULT_OPSET,
+        check_export_options,
         compare_outputs,
         graph_config,
         prepare_target,
@@ -114,8 +131,7 @@ def export_transformers(
     from mme_triton.model.config import format_config
     from mme_triton.model.onnx_check import read_graph_signature
 
-    if max_batch_size < 0:
-        raise ValueError(f"max_batch_size must be >= 0, got {max_batch_size}")
+    check_export_options(max_batch_size=max_batch_size, instance_count=instance_count, version=version)
     if sequence_length is not None and sequence_length < 1:
         raise ValueError(f"sequence_length must be >= 1, got {sequence_length}")
     target = prepare_target(model_dir, overwrite=overwrite)
@@ -160,15 +176,18 @@ def export_transformers(
             axes[name] = {0: "batch"} if max_batch_size > 0 else {}
             if sequence_length is None and name != "pooler_output":
                 axes[name][offset] = "sequence"
-    export_args: dict[str, Any] = {"dynamo": False, **kwargs}
-    if opset_version is not None:
-        export_args["opset_version"] = opset_version
+    export_args: dict[str, Any] = {
+        "dynamo": False,
+        **export_kwargs,
+        "opset_version": DEFAULT_OPSET if opset_version is None else opset_version,
+    }
 
     # The model moves into place first, then a tokenizer_dir= tokenizer; either failing leaves the old ones.
     with _staged_tokenizer(outside) as staged_tokenizer, staged_model_dir(target) as staged:
-        onnx_path = staged / "1" / "model.onnx"
+        onnx_path = staged / str(version) / "model.onnx"
         onnx_path.parent.mkdir(parents=True)
-        with torch.no_grad(), quiet_legacy_export():
+        quiet = quiet_legacy_export() if not export_args["dynamo"] else contextlib.nullcontext()
+        with torch.no_grad(), quiet:
             torch.onnx.export(
                 wrapper,
                 unbatched(export_feeds),
@@ -197,7 +216,13 @@ def export_transformers(
         )
         graph_inputs, graph_outputs = read_graph_signature(onnx_path)
         triton_config = graph_config(
-            target.name, "onnxruntime_onnx", max_batch_size, graph_inputs, graph_outputs
+            target.name,
+            "onnxruntime_onnx",
+            max_batch_size,
+            graph_inputs,
+            graph_outputs,
+            dynamic_batching=dynamic_batching,
+            instance_count=instance_count,
         )
         (staged / "config.pbtxt").write_text(format_config(triton_config), encoding="utf-8")
         if tokenizer is not None:
@@ -225,7 +250,7 @@ def _sequence_lengths(sequence_length: int | None, limit: int) -> tuple[int, int
     return 1, 1
 
 
-@contextmanager
+@contextlib.contextmanager
 def _staged_tokenizer(destination: Path | None) -> Iterator[Path | None]:
     """Where to save a tokenizer bound for ``destination`` (None: nothing to stage): a directory beside
     it that replaces it on a clean exit, the old one removed only once the new one is in its place; on
