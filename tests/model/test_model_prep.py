@@ -221,6 +221,7 @@ def _cycle(repository: Path) -> None:
         (_flat_step, ["tokenize", "encode", "flat"], ["TEXT"], ["score"], "all batch or none"),
         (_cycle, ["ping", "pong"], [], ["a"], "at least one input"),
         (None, ["tokenize", "encode"], "TEXT", ["pooled"], "not one string"),
+        (None, "tokenize", ["TEXT"], ["input_ids"], r"not one string: write \['tokenize'\]"),
         (None, ["tokenize"], ["TEXT"], ["input_ids", "input_ids"], "names a tensor twice"),
     ],
     ids=[
@@ -233,6 +234,7 @@ def _cycle(repository: Path) -> None:
         "mixed-batching",
         "no-inputs",
         "inputs-string",
+        "steps-string",
         "duplicate-output",
     ],
 )
