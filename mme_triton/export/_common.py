@@ -18,7 +18,7 @@ from typing import Any
 
 from mme_triton.errors import ExportError
 from mme_triton.model._pb import ModelConfig
-from mme_triton.model._staging import staged_model_dir
+from mme_triton.model._staging import check_model_name, staged_model_dir
 from mme_triton.model.onnx_check import GraphTensor
 
 __all__ = [
@@ -112,14 +112,11 @@ def prepare_target(model_dir: str | os.PathLike[str], *, overwrite: bool) -> Pat
 
     Raises:
         FileExistsError: ``model_dir`` exists and ``overwrite`` is false.
-        ValueError: the directory name could not be a model name (empty, whitespace).
+        ValueError: the directory name could not be a model name (the rule of
+            :func:`~mme_triton.model._staging.check_model_name`).
     """
     target = Path(model_dir)
-    if not target.name or any(c.isspace() for c in target.name):
-        raise ValueError(
-            f"model directory name {target.name!r} cannot be a model name: it must be non-empty and "
-            "contain no whitespace"
-        )
+    check_model_name(target.name, "model directory name")
     if target.exists() and not overwrite:
         raise FileExistsError(f"{target} exists; pass overwrite=True to replace it")
     return target

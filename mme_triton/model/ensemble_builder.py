@@ -83,12 +83,11 @@ def build_ensemble(
         build_ensemble("repo", "pipeline", ["tokenize", "bert"], inputs=["TEXT"],
                        outputs=["last_hidden_state"])  # PosixPath('repo/pipeline')
     """
-    from mme_triton.model._staging import staged_model_dir
+    from mme_triton.model._staging import check_model_name, staged_model_dir
     from mme_triton.model.config import format_config
 
     root = Path(repository)
-    if not name or any(c.isspace() for c in name) or "/" in name or name.startswith("."):
-        raise ValueError(f"ensemble name {name!r} must be a non-empty directory name without whitespace")
+    check_model_name(name, "ensemble name")
     if isinstance(steps, str):
         raise TypeError(
             f"steps takes a sequence of step model names or EnsembleStep entries, not one string: "

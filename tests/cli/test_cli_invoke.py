@@ -101,6 +101,10 @@ def test_cli_invoke_kserve_json_request_and_save(tmp_path: Path, capsys: pytest.
     assert f"saved OUTPUT0 to {saved}" in capsys.readouterr().out
     with np.load(saved) as outputs:
         np.testing.assert_array_equal(outputs["OUTPUT0"], 2 * X)
+    # a name without .npz: numpy adds it, and the command names the file it wrote
+    assert main([*args[:-1], str(tmp_path / "plain"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["saved"] == str(tmp_path / "plain.npz")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("plain")) == ["plain.npz"]
 
 
 @pytest.mark.usefixtures("stack_env")

@@ -268,6 +268,28 @@ def test_build_ensemble_validation_error_leaves_nothing(steps: Path) -> None:
     assert sorted(p.name for p in steps.iterdir()) == ["encode", "tokenize"]
 
 
+# --- the names of the models the library creates -----------------------------------------------------
+
+_NAME_RULE = "must be a non-empty directory name without whitespace or '/', not starting with '.'"
+
+
+@pytest.mark.parametrize("name", ["", "my model", "tab\tname", ".hidden", "..", "a/b"])
+def test_created_model_names_follow_one_rule(steps: Path, tmp_path: Path, name: str) -> None:
+    """new_python_model, build_ensemble and the exporters (their model_dir's name) refuse the same names:
+    a leading dot included, which the exporters used to let through."""
+    from mme_triton.export._common import prepare_target
+
+    before = sorted(p.name for p in steps.iterdir())
+    with pytest.raises(ValueError, match=_NAME_RULE):
+        new_python_model(steps, name, inputs={"A": ("FP32", [1])}, outputs={"B": ("FP32", [1])})
+    with pytest.raises(ValueError, match=_NAME_RULE):
+        build_ensemble(steps, name, ["tokenize", "encode"], inputs=["TEXT"], outputs=["pooled"])
+    if "/" not in name:  # the exporters take a path: its last part is the model's name
+        with pytest.raises(ValueError, match=_NAME_RULE):
+            prepare_target(tmp_path / "repo" / name if name else Path(name), overwrite=False)
+    assert sorted(p.name for p in steps.iterdir()) == before
+
+
 # --- perf_analyzer_data ------------------------------------------------------------------------------
 
 
