@@ -202,3 +202,136 @@ def test_sdk_role_that_is_not_a_role_says_to_pass_role(sdk: Any, moto_url: str) 
     session = sdk.session_class(boto_session=boto_session, default_bucket="not-a-role")
     with pytest.raises(ValueError, match=r"found no execution role .*pass role="):
         _sdk.default_role(sagemaker_session=session)
+
+
+# -- with the SDK: checks first, and a plan never writes -------------------------------------------------
+
+_READ_PREFIXES = ("Describe", "List", "Get", "Head")
+
+
+def _sdk_session_on(plane: Any, sdk: Any) -> tuple[Any, list[str]]:
+    """A ``sagemaker.Session`` whose every client (the SDK's STS and S3 ones included) goes to the control
+    plane, and the list every API call any of them sends is recorded in (botocore's ``before-call``)."""
+    import boto3
+
+    frozen = plane.boto3_session().get_credentials().get_frozen_credentials()
+
+    class EverythingToThePlane(boto3.Session):
+        def client(self, *args: Any, **kwargs: Any) -> Any:
+            kwargs["endpoint_url"] = plane.url
+            return super().client(*args, **kwargs)
+
+        def resource(self, *args: Any, **kwargs: Any) -> Any:
+            kwargs["endpoint_url"] = plane.url
+            return super().resource(*args, **kwargs)
+
+    boto_session = EverythingToThePlane(
+        aws_access_key_id=frozen.access_key,
+        aws_secret_access_key=frozen.secret_key,
+        aws_session_token=frozen.token,
+        region_name=plane.region,
+    )
+    calls: list[str] = []
+    boto_session.events.register(
+        "before-call", lambda model, **_: calls.append(f"{model.service_model.service_name}:{model.name}")
+    )
+    return sdk.session_class(boto_session=boto_session), calls
+
+
+def _writes(calls: list[str]) -> list[str]:
+    return [call for call in calls if not call.split(":")[1].startswith(_READ_PREFIXES)]
+
+
+def _bucket_exists(plane: Any, bucket: str) -> bool:
+    return any(b["Name"] == bucket for b in plane.boto3_session().client("s3").list_buckets()["Buckets"])
+
+
+@pytest.mark.sagemaker
+@pytest.mark.moto
+@pytest.mark.parametrize("entry", ["plan_deployment", "deploy_mme"])
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"instance_type": "ml.g5.12xlarge"}, "has several GPUs"),
+        ({"instance_count": 0}, "instance_count must be an int >= 1"),
+        ({"environment": {"SAGEMAKER_TRITON_LOG_VERBOSTY": "1"}}, "SAGEMAKER_TRITON_LOG_VERBOSE"),
+        ({"tags": {"aws:team": "x"}}, "aws: prefix is reserved"),
+    ],
+    ids=["instance-type", "count", "environment", "tag"],
+)
+def test_sdk_defaults_come_after_every_argument_check(
+    sdk: Any, plane: Any, entry: str, bad: dict[str, Any], message: str
+) -> None:
+    """Without role and model_data_url, a bad argument is refused before the SDK is asked anything:
+    no STS call, and above all no default bucket created."""
+    import mme_triton
+
+    session, calls = _sdk_session_on(plane, sdk)
+    arguments = {"instance_type": "ml.m5.xlarge", "sagemaker_session": session, **bad}
+    with pytest.raises(ValueError, match=message):
+        getattr(mme_triton, entry)("sdk-checks", **arguments)
+    assert calls == []
+    assert not _bucket_exists(plane, f"sagemaker-{plane.region}-{plane.account_id}")
+
+
+@pytest.mark.sagemaker
+@pytest.mark.moto
+def test_sdk_plan_deployment_names_the_default_bucket_without_creating_it(
+    sdk: Any, plane: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mme_triton import plan_deployment
+
+    session, calls = _sdk_session_on(plane, sdk)
+    plan = plan_deployment(
+        "sdk-plan", models=[EXAMPLES / "linear"], instance_type="ml.m5.xlarge", sagemaker_session=session
+    )
+    bucket = f"sagemaker-{plane.region}-{plane.account_id}"
+    assert plan.model_data_url == f"s3://{bucket}/mme-triton/sdk-plan/"
+    assert ("bucket", bucket) in plan.to_create
+    assert [u.action for u in plan.uploads] == ["upload"]
+    assert plan.blockers == []
+    assert f"role: arn:aws:iam::{plane.account_id}:role/" in caplog.text  # derived with reads
+    assert calls and _writes(calls) == []  # reads only: STS, S3, SageMaker
+    assert not _bucket_exists(plane, bucket)
+
+
+@pytest.mark.sagemaker
+@pytest.mark.moto
+def test_sdk_deploy_creates_the_default_bucket_the_plan_named(sdk: Any, plane: Any) -> None:
+    from mme_triton import deploy_mme, plan_deployment, teardown
+
+    session, calls = _sdk_session_on(plane, sdk)
+    planned = plan_deployment("sdk-deploy", instance_type="ml.m5.xlarge", sagemaker_session=session)
+    endpoint = deploy_mme(
+        "sdk-deploy", instance_type="ml.m5.xlarge", poll_interval=0.05, timeout=30, sagemaker_session=session
+    )
+    assert endpoint.model_data_url == planned.model_data_url
+    assert "s3:CreateBucket" in _writes(calls)
+    assert _bucket_exists(plane, planned.model_data_url.split("/")[2])
+    teardown("sdk-deploy", sagemaker_session=session)
+
+
+@pytest.mark.sagemaker
+@pytest.mark.parametrize("derive", ["default_role", "default_model_data_url", "deploy_defaults"])
+def test_sdk_missing_region_is_noregionerror_everywhere(
+    sdk: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, derive: str
+) -> None:
+    """No region is an AWS set-up problem, the same error every AWS call of the library gives (the CLI
+    says what to set); not a ValueError from one of the three and botocore's from the others."""
+    import boto3
+    from botocore.exceptions import NoRegionError
+
+    for variable in ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    session = boto3.Session(aws_access_key_id="x", aws_secret_access_key="x")
+    assert session.region_name is None
+    calls = {
+        "default_role": lambda: _sdk.default_role(boto3_session=session),
+        "default_model_data_url": lambda: _sdk.default_model_data_url("ep", boto3_session=session),
+        "deploy_defaults": lambda: _sdk.deploy_defaults(
+            "ep", None, None, boto3_session=session, sagemaker_session=None
+        ),
+    }
+    with pytest.raises(NoRegionError):
+        calls[derive]()

@@ -46,8 +46,13 @@ def element_count(shape: Sequence[int]) -> int:
     return math.prod(shape)
 
 
-def _bytes_elements(name: str, array: np.ndarray[Any, Any]) -> list[bytes | str]:
-    """The elements of a BYTES tensor in C order, each ``bytes`` or ``str``."""
+def bytes_elements(name: str, array: np.ndarray[Any, Any]) -> list[bytes | str]:
+    """The elements of a BYTES tensor in C order, each ``bytes`` or ``str``.
+
+    The one rule for what a BYTES element may be (the codec, warm-up samples and perf_analyzer data use
+    it): ``bytes``, ``str``, ``bytearray`` or ``memoryview``; anything else is a ``TypeError`` rather than
+    a guess (``bytes(2)`` would be two NUL bytes).
+    """
     items: list[Any] = array.reshape(-1).tolist()
     if array.dtype.kind in "SU":
         # numpy's fixed-width strings drop trailing NULs on access; tritonclient sends them the same way.
@@ -79,7 +84,7 @@ def serialize_bytes(elements: Sequence[bytes | str]) -> bytes:
     return b"".join(parts)
 
 
-def _json_strings(elements: Sequence[bytes | str]) -> list[str] | None:
+def json_strings(elements: Sequence[bytes | str]) -> list[str] | None:
     """The elements as JSON strings, or None when one of them is not valid UTF-8."""
     out: list[str] = []
     for item in elements:
@@ -105,9 +110,9 @@ def encode_tensor(name: str, array: np.ndarray[Any, Any], datatype: str, *, want
     shape = [int(d) for d in array.shape]
     tensor = EncodedTensor(name=name, datatype=datatype, shape=shape)
     if datatype == "BYTES":
-        elements = _bytes_elements(name, array)
+        elements = bytes_elements(name, array)
         if want_json:
-            strings = _json_strings(elements)
+            strings = json_strings(elements)
             if strings is not None:
                 tensor.json_data = strings
                 return tensor
