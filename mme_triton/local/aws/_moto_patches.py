@@ -2,9 +2,10 @@
 
 Every call still goes through moto's HTTP server and its backends; the patches add ``UpdateEndpoint``,
 endpoint status transitions (``Creating``/``Updating`` → ``InService`` or ``Failed``, run by the
-:class:`~mme_triton.local.aws.controlplane.ControlPlane` that owns the account), a wider instance-type check
-and SageMaker's ``ValidationException`` for tag calls on deleted resources. Accounts no plane owns see moto
-as shipped, plus those additions.
+:class:`~mme_triton.local.aws.controlplane.ControlPlane` that owns the account), a wider instance-type check,
+SageMaker's ``ValidationException`` for tag calls on deleted resources, and the required members of a
+SageMaker variant's scalable target that moto leaves unset (``RoleARN``, and the ``SuspendedState`` AWS
+always reports). Accounts no plane owns see moto as shipped, plus those additions.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mme_triton.local.aws.controlplane import ControlPlane
 
+from mme_triton._sagemaker import autoscaling_role_arn
+
 __all__ = [
     "describe_for_hooks",
     "install_patches",
@@ -28,6 +31,7 @@ __all__ = [
     "utcnow",
 ]
 
+_SUSPENDED_STATE = ("DynamicScalingInSuspended", "DynamicScalingOutSuspended", "ScheduledScalingSuspended")
 _INSTANCE_TYPE = re.compile(r"^ml\.[a-z0-9-]+\.[a-z0-9-]+$")
 
 _registry_lock = threading.Lock()
@@ -50,6 +54,7 @@ def install_patches() -> None:
     with _registry_lock:
         if _patched:
             return
+        from moto.applicationautoscaling.models import ApplicationAutoscalingBackend
         from moto.core.responses import ActionResult
         from moto.sagemaker import models, responses
         from moto.sagemaker.exceptions import ValidationError
@@ -116,6 +121,19 @@ def install_patches() -> None:
             )
             return ActionResult({"EndpointArn": arn})
 
+        original_register = ApplicationAutoscalingBackend.register_scalable_target
+
+        def register_scalable_target(self: Any, namespace: str, *args: Any, **kwargs: Any) -> Any:
+            target: Any = original_register(self, namespace, *args, **kwargs)
+            if namespace == "sagemaker":
+                # what Application Auto Scaling reports when the caller names no role and suspends nothing
+                target.role_arn = target.role_arn or autoscaling_role_arn(
+                    self.account_id, partition=str(target.arn).split(":")[1]
+                )
+                target.suspended_state = target.suspended_state or dict.fromkeys(_SUSPENDED_STATE, False)
+            return target
+
+        setattr(ApplicationAutoscalingBackend, "register_scalable_target", register_scalable_target)  # noqa: B010
         setattr(models.FakeEndpointConfig, "validate_instance_type", validate_instance_type)  # noqa: B010
         setattr(backend_cls, "_get_resource_from_arn", resource_from_arn)  # noqa: B010
         setattr(backend_cls, "create_endpoint", create_endpoint)  # noqa: B010
