@@ -261,13 +261,21 @@ def exercise_resources(plane: Any, session: Any, models: Any) -> None:
     endpoint_status("shapes", boto3_session=session)
 
     sm = session.client("sagemaker")
-    # a model with Containers and a VpcConfig (structures that are set), its config, a failed endpoint
+    # a model with Containers and a VpcConfig, a config with data capture (structures that are set), and an
+    # endpoint that fails, then is made again and fails an update
     container = {"Image": IMAGE, "Mode": "MultiModel", "ModelDataUrl": f"s3://{bucket}/models/"}
     vpc = {"SecurityGroupIds": ["sg-0123456789abcdef0"], "Subnets": ["subnet-0123456789abcdef0"]}
     sm.create_model(ModelName="by-hand", ExecutionRoleArn=role, Containers=[container], VpcConfig=vpc)
     variant = {"VariantName": "AllTraffic", "ModelName": "by-hand", "InstanceType": "ml.m5.large"}
+    capture = {
+        "InitialSamplingPercentage": 50,
+        "DestinationS3Uri": f"s3://{bucket}/capture/",
+        "CaptureOptions": [{"CaptureMode": "Input"}, {"CaptureMode": "Output"}],
+    }
     sm.create_endpoint_config(
-        EndpointConfigName="by-hand", ProductionVariants=[{**variant, "InitialInstanceCount": 1}]
+        EndpointConfigName="by-hand",
+        ProductionVariants=[{**variant, "InitialInstanceCount": 1}],
+        DataCaptureConfig=capture,
     )
     plane.fail_next("by-hand", "CapacityError: no ml.m5.large capacity")
     sm.create_endpoint(EndpointName="by-hand", EndpointConfigName="by-hand")

@@ -66,7 +66,16 @@ def test_controlplane_answers_describe_endpoints_in_every_state(answers: Respons
     ]
     assert failed_update and failed_update[-1]["FailureReason"] == "the model failed to load"
     assert all(body["ProductionVariants"][0]["VariantName"] == "AllTraffic" for body in described)
-    assert all("DataCaptureConfig" not in body for body in described)
+    by_name = {body["EndpointName"]: body for body in described}
+    assert "DataCaptureConfig" not in by_name["shapes"]
+    assert by_name["by-hand"]["DataCaptureConfig"] == {
+        "EnableCapture": True,
+        "CaptureStatus": "Started",
+        "CurrentSamplingPercentage": 50,
+        "DestinationS3Uri": by_name["by-hand"]["DataCaptureConfig"]["DestinationS3Uri"],
+        "KmsKeyId": "",
+    }
+    assert by_name["by-hand"]["DataCaptureConfig"]["DestinationS3Uri"].endswith("/capture/")
 
 
 @pytest.mark.moto

@@ -3,9 +3,10 @@
 Every call still goes through moto's HTTP server and its backends; the patches add ``UpdateEndpoint``,
 endpoint status transitions (``Creating``/``Updating`` → ``InService`` or ``Failed``, run by the
 :class:`~mme_triton.local.aws.controlplane.ControlPlane` that owns the account), a wider instance-type check,
-SageMaker's ``ValidationException`` for tag calls on deleted resources, and the required members of a
-SageMaker variant's scalable target that moto leaves unset (``RoleARN``, and the ``SuspendedState`` AWS
-always reports). Accounts no plane owns see moto as shipped, plus those additions.
+SageMaker's ``ValidationException`` for tag calls on deleted resources, and the required members moto
+leaves unset: a SageMaker variant's scalable target's ``RoleARN`` (and the ``SuspendedState`` AWS always
+reports), an endpoint's data capture summary. Accounts no plane owns see moto as shipped, plus those
+additions.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 from mme_triton._sagemaker import autoscaling_role_arn
 
 __all__ = [
+    "data_capture_summary",
     "describe_for_hooks",
     "install_patches",
     "plane_for",
@@ -79,7 +81,8 @@ def install_patches() -> None:
                 )
 
         def create_endpoint(self: Any, *args: Any, **kwargs: Any) -> Any:
-            endpoint = original_create(self, *args, **kwargs)
+            endpoint: Any = original_create(self, *args, **kwargs)
+            endpoint.data_capture_config = data_capture_summary(endpoint.data_capture_config)
             plane = plane_for(self.account_id)
             if plane is not None:
                 endpoint.endpoint_status = "Creating"
@@ -147,9 +150,31 @@ def switch_config(backend: Any, endpoint: Any, endpoint_config_name: str) -> Non
     config = backend.endpoint_configs[endpoint_config_name]
     endpoint.endpoint_config_name = endpoint_config_name
     endpoint.production_variants = endpoint._process_production_variants(config.production_variants)
+    endpoint.data_capture_config = data_capture_summary(config.data_capture_config)
     endpoint.endpoint_status = "InService"
     endpoint.failure_reason = None
     endpoint.last_modified_time = utcnow()
+
+
+def data_capture_summary(config: dict[str, Any] | None) -> dict[str, Any] | None:
+    """DescribeEndpoint's ``DataCaptureConfig`` (a ``DataCaptureConfigSummary``, all of whose members are
+    required) for an endpoint config's ``DataCaptureConfig``; moto echoes the config's own shape.
+
+    Capture is enabled unless the config says otherwise, as in CreateEndpointConfig; without a
+    ``KmsKeyId`` in the config the summary has an empty one (what SageMaker writes then is not documented).
+    """
+    if not config:
+        return None
+    if "CaptureStatus" in config:  # a summary already
+        return config
+    enabled = bool(config.get("EnableCapture", True))
+    return {
+        "EnableCapture": enabled,
+        "CaptureStatus": "Started" if enabled else "Stopped",
+        "CurrentSamplingPercentage": config.get("InitialSamplingPercentage", 0),
+        "DestinationS3Uri": config.get("DestinationS3Uri", ""),
+        "KmsKeyId": config.get("KmsKeyId", ""),
+    }
 
 
 def describe_for_hooks(backend: Any, endpoint_name: str, endpoint_config_name: str) -> dict[str, Any]:

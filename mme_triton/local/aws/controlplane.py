@@ -18,14 +18,16 @@ away; every call still goes through moto's HTTP server and moto's backends):
 - every SageMaker and Application Auto Scaling answer takes the shape of the API
   (:mod:`._shapes`): an unset structure, list or map is left out, not written empty, so typed clients
   such as the SageMaker SDK's resource classes parse it; a scalable target of a SageMaker variant has the
-  ``RoleARN`` (the service-linked role) and ``SuspendedState`` that Application Auto Scaling reports.
+  ``RoleARN`` (the service-linked role) and ``SuspendedState`` that Application Auto Scaling reports, and
+  an endpoint with data capture reports DescribeEndpoint's summary of it, not the config's.
 
 Isolation: moto keeps state in process-global backends keyed by account id. Each ControlPlane assumes a
 role in an account id of its own (through moto's STS, whose temporary keys moto maps back to that
 account), so two ControlPlanes in one process do not see each other's resources. The patches themselves
 are process-wide but inert for accounts that no ControlPlane owns: there moto behaves as shipped, except
 that the wider instance-type check, the tag calls' ``ValidationException``, the scalable targets'
-``RoleARN`` and ``SuspendedState`` and ``UpdateEndpoint`` (switching at once) are available too.
+``RoleARN`` and ``SuspendedState``, the data capture summary and ``UpdateEndpoint`` (switching at once) are
+available too.
 
 Example::
 
