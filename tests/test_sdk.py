@@ -24,7 +24,7 @@ import pytest
 from mme_triton import _sdk
 
 sys.path.insert(0, str(Path(__file__).parent / "local"))
-from api_shapes import ResponseRecorder, exercise_resources
+from api_shapes import OPERATIONS, ResponseRecorder, exercise_resources
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "model_repository"
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
@@ -349,6 +349,14 @@ def test_sdk_resources_read_wait_invoke_and_delete_what_deploy_mme_created(core:
     assert sagemaker.list_endpoints(NameContains="sdk-reads")["Endpoints"] == []
     assert model.model_name not in [m["ModelName"] for m in sagemaker.list_models()["Models"]]
     assert stack.triton("sdk-reads") is None
+    _assert_checked_answers(answers)
+
+
+def _assert_checked_answers(answers: ResponseRecorder) -> None:
+    """What the SDK and the library received is in the API's shapes, and the shape test covers each of its
+    operations (tests/local/test_controlplane_shapes.py)."""
+    covered = {(service, operation) for service, operations in OPERATIONS.items() for operation in operations}
+    assert answers.operations() - covered == set()
     assert [problem for answer in answers.answers for problem in answer.problems()] == []
 
 
@@ -361,6 +369,7 @@ def test_sdk_resources_create_an_mme_the_library_reads_and_tears_down(core: Any,
 
     resources, shapes = core.resources, core.shapes
     session = stack.boto3_session()
+    answers = ResponseRecorder(session)
     url = stack.model_data_url("sdk-created/")
     upload_models([EXAMPLES / "scale", EXAMPLES / "linear"], url, boto3_session=session)
     where = {"session": session, "region": stack.region}
@@ -415,6 +424,7 @@ def test_sdk_resources_create_an_mme_the_library_reads_and_tears_down(core: Any,
 
     with pytest.raises(ClientError, match="Could not find"):
         resources.Endpoint.get("sdk-created", **where)
+    _assert_checked_answers(answers)
 
 
 @pytest.fixture
