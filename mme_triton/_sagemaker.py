@@ -8,7 +8,9 @@
 - the error code, message and HTTP status of a botocore ``ClientError`` (:func:`error_code`,
   :func:`error_message`, :func:`http_status`, :func:`is_not_found`, :func:`is_throttling`), and which
   failures are worth another try (:func:`is_transient`);
-- which container of a model serves a multi-model endpoint (:func:`serving_container`);
+- which container of a model serves a multi-model endpoint (:func:`serving_container`), and the
+  service-linked role Application Auto Scaling reports for a variant's scalable target
+  (:func:`autoscaling_role_arn`);
 - how a boto3 client is made from the AWS injection trio (:func:`make_client`), and a boto3 session whose
   clients default to one endpoint URL, the embedded stack's (:func:`endpoint_session`).
 
@@ -35,6 +37,7 @@ __all__ = [
     "TARGET_MODEL_HEADER",
     "TARGET_MODEL_MAX_CHARS",
     "TARGET_MODEL_PATTERN",
+    "autoscaling_role_arn",
     "check_target_model",
     "endpoint_session",
     "error_code",
@@ -314,6 +317,20 @@ def model_data_url_of(model: Mapping[str, Any]) -> str | None:
     container = serving_container(model)
     url = container.get("ModelDataUrl") if container is not None else None
     return str(url) if url else None
+
+
+def autoscaling_role_arn(account_id: str, partition: str = "aws") -> str:
+    """The ``RoleARN`` of a SageMaker variant's scalable target: Application Auto Scaling's service-linked
+    role for SageMaker endpoints (what ``DescribeScalableTargets`` reports when no role was given).
+
+    Example:
+        >>> autoscaling_role_arn("123456789012").rsplit("/", 1)[1]
+        'AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint'
+    """
+    return (
+        f"arn:{partition}:iam::{account_id}:role/aws-service-role/"
+        "sagemaker.application-autoscaling.amazonaws.com/AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint"
+    )
 
 
 # -- boto3 clients -----------------------------------------------------------------------------------
