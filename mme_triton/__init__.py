@@ -39,6 +39,9 @@ if TYPE_CHECKING:
     from mme_triton.artifact.digest import content_digest
     from mme_triton.artifact.package import Artifact, package_model
     from mme_triton.artifact.s3 import UploadedArtifact, list_models, remove_model, upload_models
+    from mme_triton.capacity.plan import CapacityPlan, plan_capacity
+    from mme_triton.capacity.profile import ModelProfile
+    from mme_triton.capacity.traffic import Traffic
     from mme_triton.client.client import MMEClient
     from mme_triton.client.codec import (
         InferInput,
@@ -51,6 +54,7 @@ if TYPE_CHECKING:
     from mme_triton.endpoint.environment import TritonEnvironment
     from mme_triton.endpoint.handle import Endpoint
     from mme_triton.endpoint.images import triton_image_uri
+    from mme_triton.endpoint.instance_specs import INSTANCE_TYPES, InstanceType
     from mme_triton.endpoint.metrics import EndpointMetrics, endpoint_metrics
     from mme_triton.endpoint.planning import DeploymentPlan, plan_deployment
     from mme_triton.endpoint.teardown import TeardownReport, sweep, teardown
@@ -107,13 +111,21 @@ _LAZY: dict[str, str] = {
     "new_python_model": "mme_triton.model.python_model",
     "TensorSpec": "mme_triton.model.python_model",
     "perf_analyzer_data": "mme_triton.model.perf_data",
+    "ModelProfile": "mme_triton.capacity.profile",
+    "Traffic": "mme_triton.capacity.traffic",
+    "InstanceType": "mme_triton.endpoint.instance_specs",
+    "INSTANCE_TYPES": "mme_triton.endpoint.instance_specs",
+    "plan_capacity": "mme_triton.capacity.plan",
+    "CapacityPlan": "mme_triton.capacity.plan",
 }
 
-__all__ = [
+# In Python's sort order (tests/test_public_api.py), which puts INSTANCE_TYPES where isort-style would not.
+__all__ = [  # noqa: RUF022
     "Artifact",
     "ArtifactConflictError",
     "ArtifactError",
     "AutoScaling",
+    "CapacityPlan",
     "CodecError",
     "DeploymentError",
     "DeploymentPlan",
@@ -126,10 +138,12 @@ __all__ = [
     "EndpointNotFoundError",
     "EnsembleStep",
     "ExportError",
+    "INSTANCE_TYPES",
     "InferInput",
     "InferRequestedOutput",
     "InferenceError",
     "InstanceGroup",
+    "InstanceType",
     "InvalidInputError",
     "LocalStackError",
     "MMEClient",
@@ -139,6 +153,7 @@ __all__ = [
     "ModelNotFoundError",
     "ModelNotReadyError",
     "ModelOutOfMemoryError",
+    "ModelProfile",
     "ModelValidationError",
     "ModelWarmup",
     "PayloadTooLargeError",
@@ -148,6 +163,7 @@ __all__ = [
     "TensorRT",
     "TensorSpec",
     "ThrottlingError",
+    "Traffic",
     "TritonEnvironment",
     "TritonModel",
     "UnsupportedPlatformError",
@@ -165,6 +181,7 @@ __all__ = [
     "new_python_model",
     "package_model",
     "perf_analyzer_data",
+    "plan_capacity",
     "plan_deployment",
     "read_config",
     "remove_model",

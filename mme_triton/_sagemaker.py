@@ -1,13 +1,16 @@
 """SageMaker's rules, each defined once: every stage (and the embedded stack) imports them from here.
 
 - InvokeEndpoint: the request-body limit (:data:`MAX_PAYLOAD_BYTES`), the 60 s the container has to
-  answer, the ``TargetModel`` header (:data:`TARGET_MODEL_HEADER`) and the one TargetModel rule
-  (:func:`target_model_problem`, :func:`check_target_model`);
+  answer, the 360 s a model's load may take (:data:`MODEL_LOAD_TIMEOUT_SECONDS`), the ``TargetModel``
+  header (:data:`TARGET_MODEL_HEADER`) and the one TargetModel rule (:func:`target_model_problem`,
+  :func:`check_target_model`);
 - S3 URLs of a multi-model endpoint's ``ModelDataUrl`` (:func:`parse_s3_url`);
 - the error code, message and HTTP status of a botocore ``ClientError`` (:func:`error_code`,
   :func:`error_message`, :func:`http_status`, :func:`is_not_found`, :func:`is_throttling`), and which
   failures are worth another try (:func:`is_transient`);
-- which container of a model serves a multi-model endpoint (:func:`serving_container`);
+- which container of a model serves a multi-model endpoint (:func:`serving_container`), and the
+  service-linked role Application Auto Scaling reports for a variant's scalable target
+  (:func:`autoscaling_role_arn`);
 - the CloudWatch metrics SageMaker publishes for an endpoint: their names, namespaces, dimensions and units
   (:data:`ENDPOINT_METRICS`);
 - how a boto3 client is made from the AWS injection trio (:func:`make_client`), and a boto3 session whose
@@ -37,9 +40,11 @@ __all__ = [
     "MAX_PAYLOAD_BYTES",
     "METRICS_NAMESPACE",
     "METRIC_DIMENSIONS",
+    "MODEL_LOAD_TIMEOUT_SECONDS",
     "TARGET_MODEL_HEADER",
     "TARGET_MODEL_MAX_CHARS",
     "TARGET_MODEL_PATTERN",
+    "autoscaling_role_arn",
     "check_target_model",
     "endpoint_session",
     "error_code",
@@ -61,6 +66,10 @@ MAX_PAYLOAD_BYTES = 6 * 1024 * 1024
 INVOCATION_TIMEOUT_SECONDS = 60.0
 """Seconds the container has to answer an InvokeEndpoint request (and a model load before
 ``ModelNotReadyException``)."""
+
+MODEL_LOAD_TIMEOUT_SECONDS = 360.0
+"""Seconds a multi-model endpoint gives a model's download and load before it gives up (requests that
+waited 60 s for it were already answered ``ModelNotReadyException``)."""
 
 TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"
 """The HTTP header that carries InvokeEndpoint's ``TargetModel`` to the container."""
@@ -355,6 +364,20 @@ def model_data_url_of(model: Mapping[str, Any]) -> str | None:
     container = serving_container(model)
     url = container.get("ModelDataUrl") if container is not None else None
     return str(url) if url else None
+
+
+def autoscaling_role_arn(account_id: str, partition: str = "aws") -> str:
+    """The ``RoleARN`` of a SageMaker variant's scalable target: Application Auto Scaling's service-linked
+    role for SageMaker endpoints (what ``DescribeScalableTargets`` reports when no role was given).
+
+    Example:
+        >>> autoscaling_role_arn("123456789012").rsplit("/", 1)[1]
+        'AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint'
+    """
+    return (
+        f"arn:{partition}:iam::{account_id}:role/aws-service-role/"
+        "sagemaker.application-autoscaling.amazonaws.com/AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint"
+    )
 
 
 # -- boto3 clients -----------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,8 @@ def _marks(page: Path) -> list[Any]:
     marks = [pytest.mark.triton, pytest.mark.moto, pytest.mark.slow]
     if any(hint in block.source for block in blocks(page, "python") for hint in _TORCH_HINTS):
         marks.append(pytest.mark.torch)
+    if any(_SDK_HINT in block.source for block in blocks(page, "python")):
+        marks.append(pytest.mark.sagemaker)
     return marks
 
 
@@ -61,10 +64,20 @@ def docs_shell(stack: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> I
         monkeypatch.setenv(name, value)
     workdir = Path(shutil.copytree(ROOT / "examples", tmp_path / "examples"))
     monkeypatch.chdir(workdir)
+    _forget_sdk_clients()
     try:
         yield stack
     finally:
         _clean(stack)
+        _forget_sdk_clients()
+
+
+def _forget_sdk_clients() -> None:
+    """A new shell's Python has made no SageMaker SDK client yet: the SDK keeps the first one it makes (for
+    calls without ``session=``), which an earlier test may have pointed at a stack that is gone."""
+    utils = sys.modules.get("sagemaker.core.utils.utils")
+    if utils is not None:
+        utils.SageMakerClient.reset()
 
 
 def _clean(stack: Any) -> None:
