@@ -30,6 +30,7 @@ from mme_triton.errors import (
     ModelOutOfMemoryError,
     ModelValidationError,
     PayloadTooLargeError,
+    ProfileError,
     TeardownError,
     ThrottlingError,
     UnsupportedPlatformError,
@@ -61,6 +62,9 @@ if TYPE_CHECKING:
     from mme_triton.model.python_model import TensorSpec, new_python_model
     from mme_triton.model.repository import TritonModel, load_model
     from mme_triton.model.validate import validate_model, validate_repository
+    from mme_triton.profile.candidates import Candidate
+    from mme_triton.profile.report import ProfileReport
+    from mme_triton.profile.run import profile_model
 
 __version__ = "0.1.0"
 
@@ -104,6 +108,9 @@ _LAZY: dict[str, str] = {
     "new_python_model": "mme_triton.model.python_model",
     "TensorSpec": "mme_triton.model.python_model",
     "perf_analyzer_data": "mme_triton.model.perf_data",
+    "profile_model": "mme_triton.profile.run",
+    "Candidate": "mme_triton.profile.candidates",
+    "ProfileReport": "mme_triton.profile.report",
 }
 
 __all__ = [
@@ -111,6 +118,7 @@ __all__ = [
     "ArtifactConflictError",
     "ArtifactError",
     "AutoScaling",
+    "Candidate",
     "CodecError",
     "DeploymentError",
     "DeploymentPlan",
@@ -139,6 +147,8 @@ __all__ = [
     "ModelWarmup",
     "PayloadTooLargeError",
     "Problem",
+    "ProfileError",
+    "ProfileReport",
     "TeardownError",
     "TeardownReport",
     "TensorRT",
@@ -161,6 +171,7 @@ __all__ = [
     "package_model",
     "perf_analyzer_data",
     "plan_deployment",
+    "profile_model",
     "read_config",
     "remove_model",
     "sweep",
