@@ -252,6 +252,34 @@ class ProfileReport:
 
         return rows(self)
 
+    def summary(self) -> list[dict[str, Any]]:
+        """One record per candidate: its own figures (cold start and its parts, unload, memory, service time)
+        and its best measurement that meets the limits (``best_load``, ``throughput_per_s``, ``p50_ms``,
+        ``p99_ms``; ``None`` when none does), ``best`` for the winner."""
+        records = []
+        for result in self.results:
+            level = result.best_level(self.objective, self.constraints)
+            records.append(
+                {
+                    "candidate": result.name,
+                    "status": result.status,
+                    "model_dir": result.model_dir,
+                    "cold_start_s": result.cold_start_s,
+                    "download_s": result.download_s,
+                    "extract_s": result.extract_s,
+                    "load_s": result.load_s,
+                    "unload_s": result.unload_s,
+                    "memory_bytes": result.memory_bytes,
+                    "service_time_s": result.service_time_s,
+                    "best_load": level.load if level is not None else None,
+                    "throughput_per_s": level.throughput_per_s if level is not None else None,
+                    "p50_ms": level.p50_ms if level is not None else None,
+                    "p99_ms": level.p99_ms if level is not None else None,
+                    "best": result is self.best,
+                }
+            )
+        return records
+
     def table(self) -> str:
         """The report as a text table: candidates best first, the winner's row marked ``*``."""
         from mme_triton.profile._format import text_table
@@ -260,6 +288,13 @@ class ProfileReport:
 
     def __str__(self) -> str:
         return self.table()
+
+    def __repr__(self) -> str:
+        best = self.best
+        return (
+            f"<ProfileReport of {len(self.results)} candidates on the {self.target} ({self.engine}), "
+            f"best: {best.name if best is not None else None!r}>"
+        )
 
     def _repr_html_(self) -> str:
         from mme_triton.profile._format import html_table

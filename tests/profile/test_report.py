@@ -173,6 +173,7 @@ def test_table_puts_the_winner_first_and_marks_it(report: ProfileReport) -> None
     assert "broken" in lines[8] and "invalid" in lines[8]
     assert "best: batched: highest throughput" in report.table()
     assert str(report) == report.table()
+    assert repr(report) == "<ProfileReport of 4 candidates on the stack (builtin), best: 'batched'>"
 
 
 def test_html_marks_the_winner(report: ProfileReport) -> None:
@@ -211,6 +212,17 @@ def test_apply_keeps_the_config_of_an_as_is_winner(tmp_path: Path) -> None:
     report = ProfileReport([_result("as-is", [_level(1, 10, 10)])])
     report.apply(model)
     assert (model / "config.pbtxt").read_text() == before
+
+
+def test_summary_has_one_record_per_candidate_with_its_best_measurement(report: ProfileReport) -> None:
+    summary = {record["candidate"]: record for record in report.summary()}
+    assert list(summary) == ["small", "batched", "noisy", "broken"]
+    batched = summary["batched"]
+    assert (batched["best"], batched["best_load"], batched["throughput_per_s"]) == (True, "c=8", 300.0)
+    assert (batched["cold_start_s"], batched["memory_bytes"], batched["load_s"]) == (5.0, 300 << 20, 1.5)
+    assert summary["small"]["best_load"] == "c=8" and summary["small"]["best"] is False
+    assert summary["noisy"]["best_load"] is None  # measured, but nothing qualifies
+    assert summary["broken"]["status"] == "invalid" and summary["broken"]["cold_start_s"] is None
 
 
 def test_result_by_name_and_unknown_name(report: ProfileReport) -> None:
