@@ -71,6 +71,9 @@ class Candidate:
         object.__setattr__(self, "options", dict(options))
         object.__setattr__(self, "model_dir", Path(model_dir) if model_dir is not None else None)
 
+    def __hash__(self) -> int:
+        return hash((self.name, self.model_dir))
+
     @classmethod
     def grid(
         cls,

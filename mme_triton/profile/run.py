@@ -29,6 +29,10 @@ DEFAULT_CONCURRENCY: tuple[int, ...] = (1, 2, 4, 8)
 Progress = Callable[[str, str], None]
 """``progress(candidate name, step)``, called as each step starts (``deploy``, ``cold start``, ``c=4``)."""
 
+_NO_TRITON_PORT = (
+    "engine='perf_analyzer' needs Triton's own HTTP port (it cannot drive InvokeEndpoint): use the default "
+    "stack (started with it), a LocalStack(triton_ports=True), or triton_url="
+)
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(us|µs|ms|s)?\s*")
 
 
@@ -171,6 +175,8 @@ def profile_model(
         steps = _Steps(progress, valid * (len(levels) + 1))
         results: list[CandidateResult] = []
         try:
+            if binary is not None and not target.reaches_triton():
+                raise ProfileError(_NO_TRITON_PORT)  # before anything is created
             target.open()
             plan = _Plan(levels, settings, inputs, batch_size, shapes, seed, binary, steps)
             for index, candidate in enumerate(prepared):
@@ -337,10 +343,7 @@ def _measure_level(
         )
     where = target.triton_http(deployed)
     if where is None:
-        raise ProfileError(
-            "engine='perf_analyzer' needs Triton's own HTTP port: use the default stack (started with it), "
-            "a LocalStack(triton_ports=True), or triton_url="
-        )
+        raise ProfileError(_NO_TRITON_PORT)
     from mme_triton.profile.perf_analyzer import run_level
 
     return run_level(

@@ -65,6 +65,7 @@ class Target(Protocol):
     kind: str
 
     def open(self) -> None: ...
+    def reaches_triton(self) -> bool: ...
     def deploy(self, prepared: PreparedCandidate, index: int) -> Deployed: ...
     def cold_start(self, deployed: Deployed, request: Request) -> ColdStart: ...
     def connect(self, deployed: Deployed) -> Callable[[], Connection]: ...
@@ -172,6 +173,11 @@ class StackTarget(_Uploading):
         )
         self._deployed = True
 
+    def reaches_triton(self) -> bool:
+        """Whether Triton's own HTTP port is open (perf_analyzer, Triton's statistics): always on a stack
+        started for the run."""
+        return self.stack is None or bool(getattr(self.stack, "triton_ports", False))
+
     def connect(self, deployed: Deployed) -> Callable[[], Connection]:
         url, path = self.stack.runtime_url, f"/endpoints/{self.endpoint_name}/invocations"
         return lambda: HTTPConnection(url, path, target_model=deployed.name)
@@ -268,6 +274,10 @@ class EndpointTarget(_Uploading):
             max_pool_connections=self._max_concurrency + 4,
         )
         self._runtime = session.client("sagemaker-runtime", config=config)
+
+    def reaches_triton(self) -> bool:
+        """Only through a stack the endpoint is on, with Triton's ports open: SageMaker exposes none."""
+        return self.stack is not None and bool(getattr(self.stack, "triton_ports", False))
 
     def connect(self, deployed: Deployed) -> Callable[[], Connection]:
         return lambda: InvokeEndpointConnection(self._runtime, self.endpoint_name, deployed.name)

@@ -45,6 +45,12 @@ def test_profile_with_perf_analyzer_on_a_stack_of_its_own(module_sleepy: Path) -
     assert report.best is batching
 
 
+@pytest.mark.perf_analyzer
+def test_profile_with_perf_analyzer_on_an_endpoint_says_it_needs_tritons_port(module_sleepy: Path) -> None:
+    with pytest.raises(ProfileError, match="it cannot drive InvokeEndpoint"):
+        mt.profile_model(module_sleepy, endpoint="anywhere", engine="perf_analyzer", progress=False)
+
+
 def test_profile_with_a_missing_perf_analyzer_says_how_to_install_it(module_sleepy: Path) -> None:
     with pytest.raises(ProfileError, match=r"needs NVIDIA's perf_analyzer.*install-perf-analyzer"):
         mt.profile_model(module_sleepy, engine="perf_analyzer", perf_analyzer="/no/such/perf_analyzer")
