@@ -8,8 +8,8 @@ Three parts, one process, ratios within the run:
    (``-i http``, its CSV). Two models: ``busy``, a python model that computes for ``--compute-ms``
    (2.5 ms by default, a busy loop: real CPU, as a small network's forward pass) per execute, and
    ``trivial``, which answers at once (both generators' own overhead shows). The ratio is the generator's
-   throughput over perf_analyzer's, pass mark 0.9x on ``busy``. Each pair runs alternately (generator,
-   perf_analyzer) per concurrency, ``--rounds`` times; the table shows each round.
+   throughput over perf_analyzer's, pass mark 0.9x on ``busy``. Each pair runs ``--rounds`` times per
+   concurrency, which one goes first alternating; the tables show each round and the ratio of the medians.
 2. ``generator ceiling`` — requests/s the generator drives through the embedded stack's InvokeEndpoint
    route (``POST /endpoints/<name>/invocations``) with ``trivial``, at concurrency 1, 4, 8 and 16.
 3. ``profile cost`` — the wall time of ``profile_model`` with 4 candidates x 3 concurrency levels of the
@@ -89,9 +89,7 @@ def _settings(args: argparse.Namespace) -> Any:
 def generator_vs_perf_analyzer(args: argparse.Namespace, scratch: Path) -> list[dict[str, Any]]:
     from mme_triton.local.triton.server import TritonServer
     from mme_triton.profile.inputs import build_requests
-    from mme_triton.profile.load import measure
-    from mme_triton.profile.perf_analyzer import find_perf_analyzer, run_level
-    from mme_triton.profile.transports import HTTPConnection
+    from mme_triton.profile.perf_analyzer import find_perf_analyzer
 
     binary = find_perf_analyzer(args.perf_analyzer)
     settings = _settings(args)
@@ -105,33 +103,62 @@ def generator_vs_perf_analyzer(args: argparse.Namespace, scratch: Path) -> list[
             requests = build_requests(model, count=4)
             for concurrency in args.concurrency:
                 for round_ in range(args.rounds):
-                    ours = measure(
-                        lambda name=name: HTTPConnection(url, f"/v2/models/{name}/infer", kserve=True),
-                        requests,
-                        concurrency=concurrency,
-                        settings=settings,
-                    )
-                    theirs = run_level(
-                        binary, url, name, requests, model, concurrency=concurrency, settings=settings
+                    first = round_ % 2 == 0
+                    ours_level, theirs_level = _pair(
+                        binary, url, name, model, requests, concurrency, settings, generator_first=first
                     )
                     rows.append(
                         {
                             "model": name,
                             "concurrency": concurrency,
                             "round": round_ + 1,
-                            "generator_per_s": ours.throughput_per_s,
-                            "generator_p50_ms": ours.p50_ms,
-                            "generator_p99_ms": ours.p99_ms,
-                            "perf_analyzer_per_s": theirs.throughput_per_s,
-                            "perf_analyzer_p50_ms": theirs.p50_ms,
-                            "perf_analyzer_p99_ms": theirs.p99_ms,
-                            "ratio": (ours.throughput_per_s / theirs.throughput_per_s)
-                            if ours.throughput_per_s and theirs.throughput_per_s
+                            "generator_per_s": ours_level.throughput_per_s,
+                            "generator_p50_ms": ours_level.p50_ms,
+                            "generator_p99_ms": ours_level.p99_ms,
+                            "perf_analyzer_per_s": theirs_level.throughput_per_s,
+                            "perf_analyzer_p50_ms": theirs_level.p50_ms,
+                            "perf_analyzer_p99_ms": theirs_level.p99_ms,
+                            "ratio": (ours_level.throughput_per_s / theirs_level.throughput_per_s)
+                            if ours_level.throughput_per_s and theirs_level.throughput_per_s
                             else None,
                         }
                     )
                     print(_row_text(rows[-1]), file=sys.stderr, flush=True)
     return rows
+
+
+def _pair(
+    binary: str,
+    url: str,
+    name: str,
+    model: Path,
+    requests: list[Any],
+    concurrency: int,
+    settings: Any,
+    *,
+    generator_first: bool,
+) -> tuple[Any, Any]:
+    """The generator's and perf_analyzer's measurement of one level; which runs first alternates from round
+    to round, so a machine getting busier favours neither."""
+    from mme_triton.profile.load import measure
+    from mme_triton.profile.perf_analyzer import run_level
+    from mme_triton.profile.transports import HTTPConnection
+
+    def ours() -> Any:
+        return measure(
+            lambda: HTTPConnection(url, f"/v2/models/{name}/infer", kserve=True),
+            requests,
+            concurrency=concurrency,
+            settings=settings,
+        )
+
+    def theirs() -> Any:
+        return run_level(binary, url, name, requests, model, concurrency=concurrency, settings=settings)
+
+    if generator_first:
+        return ours(), theirs()
+    theirs_level = theirs()
+    return ours(), theirs_level
 
 
 def generator_ceiling(args: argparse.Namespace, scratch: Path) -> list[dict[str, Any]]:
@@ -263,10 +290,16 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|---|")
     for row in results["versus"]:
         print(_row_text(row))
+    print("\n| model | concurrency | generator req/s (median) | perf_analyzer req/s (median) | ratio |")
+    print("|---|---|---|---|---|")
     for name in ("busy", "trivial"):
-        ratios = [row["ratio"] for row in results["versus"] if row["model"] == name and row["ratio"]]
-        if ratios:
-            print(f"\n{name}: ratio min {min(ratios):.2f}x, median {statistics.median(ratios):.2f}x")
+        for concurrency in args.concurrency:
+            rows = [r for r in results["versus"] if r["model"] == name and r["concurrency"] == concurrency]
+            ours = [r["generator_per_s"] for r in rows if r["generator_per_s"]]
+            theirs = [r["perf_analyzer_per_s"] for r in rows if r["perf_analyzer_per_s"]]
+            if ours and theirs:
+                mine, others = statistics.median(ours), statistics.median(theirs)
+                print(f"| {name} | {concurrency} | {mine:.1f} | {others:.1f} | {mine / others:.2f}x |")
     print("\n## generator ceiling (the stack's InvokeEndpoint route, `trivial`)\n")
     print("| concurrency | req/s | p50 ms | p99 ms | stable |")
     print("|---|---|---|---|---|")

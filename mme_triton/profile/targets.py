@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import re
-import shutil
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -100,7 +99,6 @@ class _Uploading:
     model_data_url: str
     run_id: str
     keep: bool
-    _scratch: Path
 
     def deploy(self, prepared: PreparedCandidate, index: int) -> Deployed:
         del index
@@ -109,11 +107,9 @@ class _Uploading:
 
         assert prepared.model_dir is not None
         name = target_model_name(prepared, self.run_id)
-        artifact = package_model(prepared.model_dir, self._scratch, name=name)
-        try:
+        with tempfile.TemporaryDirectory(prefix="mme-triton-profile-artifact-") as out:
+            artifact = package_model(prepared.model_dir, out, name=name)
             upload_models([artifact], self.model_data_url, boto3_session=self.session)
-        finally:
-            artifact.path.unlink(missing_ok=True)
         return Deployed(name, prepared.model_dir)
 
     def remove(self, deployed: Deployed) -> None:
@@ -150,7 +146,6 @@ class StackTarget(_Uploading):
         self.endpoint_name = f"mme-triton-profile-{run_id}"
         self._instance_type = instance_type
         self._environment = dict(environment or {})
-        self._scratch = Path(tempfile.mkdtemp(prefix="mme-triton-profile-artifacts-"))
         self._deployed = False
 
     def open(self) -> None:
@@ -222,7 +217,6 @@ class StackTarget(_Uploading):
 
                 teardown(self.endpoint_name, delete_artifacts=not self.keep, boto3_session=self.session)
         finally:
-            shutil.rmtree(self._scratch, ignore_errors=True)
             if self._own and self.stack is not None:
                 self.stack.stop()
 
@@ -254,7 +248,6 @@ class EndpointTarget(_Uploading):
         self.stack = stack
         self._given_session = boto3_session
         self._max_concurrency = max_concurrency
-        self._scratch = Path(tempfile.mkdtemp(prefix="mme-triton-profile-artifacts-"))
 
     def open(self) -> None:
         import boto3
@@ -314,4 +307,4 @@ class EndpointTarget(_Uploading):
         return timings.unload_s if timings is not None else None
 
     def close(self) -> None:
-        shutil.rmtree(self._scratch, ignore_errors=True)
+        pass  # the endpoint is the user's; the candidates were removed one by one

@@ -49,7 +49,7 @@ class HTTPConnection:
 
     Plain ``http://`` is spoken on a socket of its own: each request's bytes are built once and sent in one
     call, and the answer is read by ``Content-Length`` (or chunks) and dropped but for an error's first
-    bytes, about a fifth of :mod:`http.client`'s CPU per request (the generator shares the machine with
+    bytes, about a third of :mod:`http.client`'s CPU per request (the generator shares the machine with
     what it measures). ``https://`` goes through :mod:`http.client`.
     """
 
