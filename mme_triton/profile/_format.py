@@ -51,6 +51,8 @@ def rows(report: ProfileReport) -> list[dict[str, Any]]:
             "unload_s": result.unload_s,
             "memory_bytes": result.memory_bytes,
             "service_time_s": result.service_time_s,
+            "max_batch_size": result.max_batch_size,
+            "instances": result.instances,
             "model_dir": result.model_dir,
             "target_model": result.target_model,
             "options": result.options,
@@ -211,6 +213,8 @@ def _result(result: CandidateResult) -> dict[str, Any]:
         "unload_s": result.unload_s,
         "memory_bytes": result.memory_bytes,
         "service_time_s": result.service_time_s,
+        "max_batch_size": result.max_batch_size,
+        "instances": result.instances,
         "levels": [dataclasses.asdict(level) for level in result.levels],
     }
 
@@ -275,6 +279,8 @@ def from_json(source: str | os.PathLike[str]) -> ProfileReport:
                 unload_s=item.get("unload_s"),
                 memory_bytes=item.get("memory_bytes"),
                 levels=levels,
+                max_batch_size=item.get("max_batch_size"),
+                instances=item.get("instances"),
             )
         )
     return ProfileReport(

@@ -56,6 +56,8 @@ COLUMNS = (
     "unload_s",
     "memory_bytes",
     "service_time_s",
+    "max_batch_size",
+    "instances",
     "model_dir",
     "target_model",
     "options",
@@ -113,6 +115,10 @@ class CandidateResult:
     memory_bytes: int | None = None
     """Resident and shared memory of its model instances once loaded (the stack's measurement)."""
     levels: list[Level] = field(default_factory=list)
+    max_batch_size: int | None = None
+    """The candidate's ``max_batch_size`` (0: no batching)."""
+    instances: int | None = None
+    """How many model instances the candidate runs (its instance groups' counts; 1 without any)."""
 
     @property
     def service_time_s(self) -> float | None:
@@ -253,9 +259,9 @@ class ProfileReport:
         return rows(self)
 
     def summary(self) -> list[dict[str, Any]]:
-        """One record per candidate: its own figures (cold start and its parts, unload, memory, service time)
-        and its best measurement that meets the limits (``best_load``, ``throughput_per_s``, ``p50_ms``,
-        ``p99_ms``; ``None`` when none does), ``best`` for the winner."""
+        """One record per candidate: its own figures (cold start and its parts, unload, memory, service time,
+        ``max_batch_size``, instances) and its best measurement that meets the limits (``best_load``,
+        ``throughput_per_s``, ``p50_ms``, ``p99_ms``; ``None`` when none does), ``best`` for the winner."""
         records = []
         for result in self.results:
             level = result.best_level(self.objective, self.constraints)
@@ -271,6 +277,8 @@ class ProfileReport:
                     "unload_s": result.unload_s,
                     "memory_bytes": result.memory_bytes,
                     "service_time_s": result.service_time_s,
+                    "max_batch_size": result.max_batch_size,
+                    "instances": result.instances,
                     "best_load": level.load if level is not None else None,
                     "throughput_per_s": level.throughput_per_s if level is not None else None,
                     "p50_ms": level.p50_ms if level is not None else None,

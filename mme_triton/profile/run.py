@@ -278,6 +278,7 @@ def _profile_one(target: Target, prepared: PreparedCandidate, index: int, plan: 
         logger.warning("candidate %s is refused: %s", prepared.name, "; ".join(prepared.problems))
         return result
     assert prepared.model_dir is not None
+    result.max_batch_size, result.instances = _shape(prepared.model_dir)
     steps = plan.steps
     remaining = len(plan.levels) + 1
     deployed = None
@@ -357,6 +358,14 @@ def _measure_level(
         settings=plan.settings,
         batch_size=plan.batch_size,
     )
+
+
+def _shape(model_dir: Path) -> tuple[int, int]:
+    """The model's ``max_batch_size`` and how many instances it runs (1 when it names none)."""
+    from mme_triton.model.authoring import read_config
+
+    config = read_config(model_dir)
+    return int(config.max_batch_size), sum(int(group.count) for group in config.instance_group) or 1
 
 
 def _failed(result: CandidateResult, message: str) -> CandidateResult:

@@ -121,6 +121,7 @@ def test_profile_cold_start_holds_the_initialize_time(report: ProfileReport) -> 
         assert result.memory_bytes is not None and result.memory_bytes > 0
         assert result.service_time_s is not None and result.service_time_s >= SLEEP_S
     one, two = report.result("one"), report.result("two")
+    assert (one.instances, two.instances, one.max_batch_size) == (1, 2, 8)
     assert two.memory_bytes is not None and one.memory_bytes is not None
     assert two.memory_bytes > 1.5 * one.memory_bytes  # a stub process per instance
 

@@ -51,6 +51,8 @@ def _result(
         unload_s=1.0,
         memory_bytes=memory,
         levels=levels,
+        max_batch_size=8,
+        instances=1,
     )
 
 
