@@ -40,6 +40,9 @@ if TYPE_CHECKING:
     from mme_triton.artifact.digest import content_digest
     from mme_triton.artifact.package import Artifact, package_model
     from mme_triton.artifact.s3 import UploadedArtifact, list_models, remove_model, upload_models
+    from mme_triton.capacity.plan import CapacityPlan, plan_capacity
+    from mme_triton.capacity.profile import ModelProfile
+    from mme_triton.capacity.traffic import Traffic
     from mme_triton.client.client import MMEClient
     from mme_triton.client.codec import (
         InferInput,
@@ -52,6 +55,7 @@ if TYPE_CHECKING:
     from mme_triton.endpoint.environment import TritonEnvironment
     from mme_triton.endpoint.handle import Endpoint
     from mme_triton.endpoint.images import triton_image_uri
+    from mme_triton.endpoint.instance_specs import INSTANCE_TYPES, InstanceType
     from mme_triton.endpoint.planning import DeploymentPlan, plan_deployment
     from mme_triton.endpoint.teardown import TeardownReport, sweep, teardown
     from mme_triton.model.authoring import configure_model, read_config
@@ -111,14 +115,22 @@ _LAZY: dict[str, str] = {
     "profile_model": "mme_triton.profile.run",
     "Candidate": "mme_triton.profile.candidates",
     "ProfileReport": "mme_triton.profile.report",
+    "ModelProfile": "mme_triton.capacity.profile",
+    "Traffic": "mme_triton.capacity.traffic",
+    "InstanceType": "mme_triton.endpoint.instance_specs",
+    "INSTANCE_TYPES": "mme_triton.endpoint.instance_specs",
+    "plan_capacity": "mme_triton.capacity.plan",
+    "CapacityPlan": "mme_triton.capacity.plan",
 }
 
-__all__ = [
+# In Python's sort order (tests/test_public_api.py), which puts INSTANCE_TYPES where isort-style would not.
+__all__ = [  # noqa: RUF022
     "Artifact",
     "ArtifactConflictError",
     "ArtifactError",
     "AutoScaling",
     "Candidate",
+    "CapacityPlan",
     "CodecError",
     "DeploymentError",
     "DeploymentPlan",
@@ -130,10 +142,12 @@ __all__ = [
     "EndpointNotFoundError",
     "EnsembleStep",
     "ExportError",
+    "INSTANCE_TYPES",
     "InferInput",
     "InferRequestedOutput",
     "InferenceError",
     "InstanceGroup",
+    "InstanceType",
     "InvalidInputError",
     "LocalStackError",
     "MMEClient",
@@ -143,6 +157,7 @@ __all__ = [
     "ModelNotFoundError",
     "ModelNotReadyError",
     "ModelOutOfMemoryError",
+    "ModelProfile",
     "ModelValidationError",
     "ModelWarmup",
     "PayloadTooLargeError",
@@ -154,6 +169,7 @@ __all__ = [
     "TensorRT",
     "TensorSpec",
     "ThrottlingError",
+    "Traffic",
     "TritonEnvironment",
     "TritonModel",
     "UnsupportedPlatformError",
@@ -170,6 +186,7 @@ __all__ = [
     "new_python_model",
     "package_model",
     "perf_analyzer_data",
+    "plan_capacity",
     "plan_deployment",
     "profile_model",
     "read_config",

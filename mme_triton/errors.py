@@ -216,7 +216,8 @@ class EndpointError(MMETritonError):
 class DeploymentError(EndpointError):
     """Deploying failed; ``rolled_back`` and ``kept`` say what was deleted again and what was left (why:
     in the message), as ``(kind, name)`` pairs with kinds ``"endpoint"``, ``"endpoint-config"``,
-    ``"model"``, ``"autoscaling"``."""
+    ``"model"``, ``"autoscaling"`` (the registration a variant rename removed: in ``rolled_back`` when
+    it was put back, in ``kept`` when its removal stands)."""
 
     def __init__(
         self,

@@ -23,6 +23,51 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return None
 
 
+_SHARED_SCOPES = frozenset({"package", "module", "class"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``-n N --dist loadgroup``, as CI runs): tests that share a module- or
+    class-scoped fixture (a stack, a Triton) form one group and run on one worker, so the fixture starts
+    once; every other test is scheduled on its own. Groups go first: they are the long units of work, and
+    the single tests fill the workers' time at the end."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    grouped: set[str] = set()
+    for item in items:
+        fixture_info = getattr(item, "_fixtureinfo", None)
+        if fixture_info is None:
+            continue
+        shared = [
+            definitions[-1]
+            for definitions in fixture_info.name2fixturedefs.values()
+            if definitions and definitions[-1].scope in _SHARED_SCOPES
+        ]
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(name=item.nodeid.split("::")[0]))
+            grouped.add(item.nodeid)
+    items.sort(key=lambda item: item.nodeid not in grouped)
+
+
+# What tests report through record_property to the end-of-run summary, by property name (the docs' blocks
+# that are not run say why). Read from the reports, so it works the same under pytest-xdist.
+_SUMMARY_PROPERTIES = {"docs block not run": "docs blocks not run"}
+_SUMMARY: dict[str, set[str]] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    for name, value in report.user_properties:
+        if name in _SUMMARY_PROPERTIES:
+            _SUMMARY.setdefault(name, set()).add(str(value))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for name, lines in sorted(_SUMMARY.items()):
+        terminalreporter.section(_SUMMARY_PROPERTIES[name])
+        for line in sorted(lines):
+            terminalreporter.write_line(line)
+
+
 @pytest.fixture(autouse=True)
 def _library_logs_at_debug(caplog: pytest.LogCaptureFixture) -> None:
     """Library log records are captured at DEBUG so failing tests show what happened."""

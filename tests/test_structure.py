@@ -203,3 +203,15 @@ def test_client_infer_loads_no_control_plane_module(tmp_path: Path) -> None:
         m for m in loaded if m.startswith(("mme_triton.artifact", "mme_triton.endpoint", "mme_triton.model"))
     ]
     assert stages == [], f"the data plane imported {stages}"
+
+
+def test_pyproject_license_is_an_spdx_expression() -> None:
+    """PEP 639: ``project.license`` is an SPDX expression; the TOML table form is deprecated by setuptools
+    (which warns on every build) and needs setuptools 77 to be replaced."""
+    text = (PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8")
+    project = text.split("[project]", 1)[1].split("\n[", 1)[0]  # read as text: tomllib is 3.11+
+    assert re.search(r'^license = "Apache-2.0"$', project, re.MULTILINE), project
+    assert re.search(r'^license-files = \["LICENSE"\]$', project, re.MULTILINE)
+    assert (PACKAGE.parent / "LICENSE").is_file()
+    assert '"setuptools>=77"' in text.split("[build-system]", 1)[1].split("\n[", 1)[0]
+    assert "License ::" not in project  # a license classifier beside an expression is refused

@@ -1,6 +1,8 @@
 """The endpoint stage: SageMaker resources around the artifacts.
 
 - :func:`~mme_triton.endpoint.images.triton_image_uri` — the SageMaker Triton image for a region/version;
+- :data:`~mme_triton.endpoint.instance_specs.INSTANCE_TYPES` — each instance type's hardware, price and
+  memory for models (:class:`~mme_triton.endpoint.instance_specs.InstanceType`);
 - :class:`~mme_triton.endpoint.environment.TritonEnvironment` — the ``SAGEMAKER_TRITON_*`` settings;
 - :func:`~mme_triton.endpoint.deploy.deploy_mme` → :class:`~mme_triton.endpoint.handle.Endpoint`, with
   optional :class:`~mme_triton.endpoint.autoscaling.AutoScaling`;

@@ -30,7 +30,15 @@ if TYPE_CHECKING:
 
     from mme_triton.client.client import MMEClient
 
-__all__ = ["IN_PROGRESS", "DeployProgress", "Endpoint", "control_plane_errors", "wait_for_endpoint"]
+__all__ = [
+    "IN_PROGRESS",
+    "DeployProgress",
+    "Endpoint",
+    "check_seconds",
+    "check_wait",
+    "control_plane_errors",
+    "wait_for_endpoint",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +52,29 @@ IN_PROGRESS = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack"
 
 #: Seconds :meth:`Endpoint.refresh` keeps retrying a DescribeEndpoint that is throttled or fails.
 REFRESH_SECONDS = 60.0
+
+
+def check_seconds(name: str, value: float) -> None:
+    """Refuse a duration argument ``name`` that is not a positive number of seconds.
+
+    Raises:
+        ValueError: ``value`` is not > 0 (NaN included).
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ValueError(f"{name} must be > 0 seconds, got {value!r}")
+
+
+def check_wait(timeout: float, poll_interval: float) -> None:
+    """Refuse a ``timeout`` or ``poll_interval`` that is not a positive number of seconds.
+
+    A ``poll_interval`` of 0 would poll DescribeEndpoint in a tight loop for the whole timeout (and be
+    throttled for it); a negative one makes ``time.sleep`` raise halfway through a wait.
+
+    Raises:
+        ValueError: either is not > 0 (NaN included).
+    """
+    check_seconds("timeout", timeout)
+    check_seconds("poll_interval", poll_interval)
 
 
 @contextlib.contextmanager
@@ -153,11 +184,13 @@ class Endpoint:
         """Wait until the endpoint is ``InService`` (polling as :func:`wait_for_endpoint` does).
 
         Raises:
+            ValueError: ``timeout`` or ``poll_interval`` is not > 0.
             EndpointFailedError: it went to ``Failed`` (or an update was rolled back).
             DeploymentTimeoutError: not in service after ``timeout`` seconds.
             EndpointNotFoundError: the endpoint does not exist any more.
             DeploymentError: a describe call failed (the botocore error is chained).
         """
+        check_wait(timeout, poll_interval)
         description = wait_for_endpoint(
             self._sagemaker_client(),
             self.name,
@@ -213,12 +246,14 @@ def wait_for_endpoint(
     update SageMaker rolled back) counts as failed.
 
     Raises:
+        ValueError: ``timeout`` or ``poll_interval`` is not > 0.
         EndpointFailedError: ``Failed``, ``UpdateRollbackFailed``, ``OutOfService`` or a rolled-back update.
         DeploymentTimeoutError: still in progress after ``timeout`` seconds, or no status could be read
             before then (the last error is chained).
         EndpointNotFoundError: the endpoint does not exist (any more).
         DeploymentError: DescribeEndpoint failed in a way a retry does not cure (access denied, ...).
     """
+    check_wait(timeout, poll_interval)
     deadline = Deadline(timeout)
     delays = poll_delays(poll_interval)
     start = time.monotonic()

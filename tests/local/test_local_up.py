@@ -63,8 +63,29 @@ class _Running:
     def __init__(self, process: subprocess.Popen[str]) -> None:
         self.process = process
         self.lines: list[str] = []
+        self.errors: list[str] = []
         self._queue: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
+        threading.Thread(target=self._pump_errors, daemon=True).start()
+
+    def _pump_errors(self) -> None:
+        # read stderr as it comes: a child blocked on a full pipe would look like a hang
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.errors.append(line.rstrip("\n"))
+
+    def stopped(self, timeout: float) -> int:
+        """The exit code once the process stops; if it does not within ``timeout``, its threads' stacks
+        (``-X faulthandler`` prints them on SIGABRT) in the failure."""
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.send_signal(signal.SIGABRT)
+            self.process.wait(timeout=30)
+            time.sleep(0.5)  # the stderr pump catches up
+            raise AssertionError(
+                f"local up did not stop within {timeout}s; its stderr:\n" + "\n".join(self.errors)
+            ) from None
 
     def _pump(self) -> None:
         assert self.process.stdout is not None
@@ -83,7 +104,9 @@ class _Running:
             except queue.Empty:
                 continue
             if line is None:
-                stderr = self.process.stderr.read() if self.process.stderr else ""
+                self.process.wait(timeout=30)
+                time.sleep(0.5)  # the stderr pump catches up
+                stderr = "\n".join(self.errors)
                 raise AssertionError(f"local up exited ({self.process.poll()}): {self.lines}\n{stderr}")
             self.lines.append(line)
 
@@ -100,12 +123,16 @@ class _Running:
             self.lines.append(line)
 
 
+LOCAL_UP = ("local", "up", "--memory-budget", "256MiB")
+
+
 def _local_up(tmp_path: Path, *extra: str) -> Iterator[_Running]:
     """``python -m mme_triton.cli local up`` in a child process with no AWS variables of its own."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env["TMPDIR"] = str(tmp_path)
     process = subprocess.Popen(
-        [sys.executable, "-m", "mme_triton.cli", "local", "up", "--memory-budget", "256MiB", *extra],
+        # -X faulthandler: a child that hangs prints its threads' stacks when the test aborts it
+        [sys.executable, "-X", "faulthandler", "-m", "mme_triton.cli", *LOCAL_UP, *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -200,7 +227,7 @@ def test_local_up_serves_another_process_through_the_printed_environment(
 
     local_up.process.send_signal(stop_signal)
 
-    assert local_up.process.wait(timeout=60) == 0
+    assert local_up.stopped(timeout=60) == 0
     assert "stopping ..." in local_up.rest(timeout=10)
     assert [pid for pid in started if is_alive(pid)] == []
 

@@ -2,9 +2,11 @@
 
 Every call still goes through moto's HTTP server and its backends; the patches add ``UpdateEndpoint``,
 endpoint status transitions (``Creating``/``Updating`` → ``InService`` or ``Failed``, run by the
-:class:`~mme_triton.local.aws.controlplane.ControlPlane` that owns the account), a wider instance-type check
-and SageMaker's ``ValidationException`` for tag calls on deleted resources. Accounts no plane owns see moto
-as shipped, plus those additions.
+:class:`~mme_triton.local.aws.controlplane.ControlPlane` that owns the account), a wider instance-type check,
+SageMaker's ``ValidationException`` for tag calls on deleted resources, and the required members moto
+leaves unset: a SageMaker variant's scalable target's ``RoleARN`` (and the ``SuspendedState`` AWS always
+reports), an endpoint's data capture summary. Accounts no plane owns see moto as shipped, plus those
+additions.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mme_triton.local.aws.controlplane import ControlPlane
 
+from mme_triton._sagemaker import autoscaling_role_arn
+
 __all__ = [
+    "data_capture_summary",
     "describe_for_hooks",
     "install_patches",
     "plane_for",
@@ -28,6 +33,7 @@ __all__ = [
     "utcnow",
 ]
 
+_SUSPENDED_STATE = ("DynamicScalingInSuspended", "DynamicScalingOutSuspended", "ScheduledScalingSuspended")
 _INSTANCE_TYPE = re.compile(r"^ml\.[a-z0-9-]+\.[a-z0-9-]+$")
 
 _registry_lock = threading.Lock()
@@ -50,6 +56,7 @@ def install_patches() -> None:
     with _registry_lock:
         if _patched:
             return
+        from moto.applicationautoscaling.models import ApplicationAutoscalingBackend
         from moto.core.responses import ActionResult
         from moto.sagemaker import models, responses
         from moto.sagemaker.exceptions import ValidationError
@@ -74,7 +81,8 @@ def install_patches() -> None:
                 )
 
         def create_endpoint(self: Any, *args: Any, **kwargs: Any) -> Any:
-            endpoint = original_create(self, *args, **kwargs)
+            endpoint: Any = original_create(self, *args, **kwargs)
+            endpoint.data_capture_config = data_capture_summary(endpoint.data_capture_config)
             plane = plane_for(self.account_id)
             if plane is not None:
                 endpoint.endpoint_status = "Creating"
@@ -116,6 +124,19 @@ def install_patches() -> None:
             )
             return ActionResult({"EndpointArn": arn})
 
+        original_register = ApplicationAutoscalingBackend.register_scalable_target
+
+        def register_scalable_target(self: Any, namespace: str, *args: Any, **kwargs: Any) -> Any:
+            target: Any = original_register(self, namespace, *args, **kwargs)
+            if namespace == "sagemaker":
+                # what Application Auto Scaling reports when the caller names no role and suspends nothing
+                target.role_arn = target.role_arn or autoscaling_role_arn(
+                    self.account_id, partition=str(target.arn).split(":")[1]
+                )
+                target.suspended_state = target.suspended_state or dict.fromkeys(_SUSPENDED_STATE, False)
+            return target
+
+        setattr(ApplicationAutoscalingBackend, "register_scalable_target", register_scalable_target)  # noqa: B010
         setattr(models.FakeEndpointConfig, "validate_instance_type", validate_instance_type)  # noqa: B010
         setattr(backend_cls, "_get_resource_from_arn", resource_from_arn)  # noqa: B010
         setattr(backend_cls, "create_endpoint", create_endpoint)  # noqa: B010
@@ -129,9 +150,31 @@ def switch_config(backend: Any, endpoint: Any, endpoint_config_name: str) -> Non
     config = backend.endpoint_configs[endpoint_config_name]
     endpoint.endpoint_config_name = endpoint_config_name
     endpoint.production_variants = endpoint._process_production_variants(config.production_variants)
+    endpoint.data_capture_config = data_capture_summary(config.data_capture_config)
     endpoint.endpoint_status = "InService"
     endpoint.failure_reason = None
     endpoint.last_modified_time = utcnow()
+
+
+def data_capture_summary(config: dict[str, Any] | None) -> dict[str, Any] | None:
+    """DescribeEndpoint's ``DataCaptureConfig`` (a ``DataCaptureConfigSummary``, all of whose members are
+    required) for an endpoint config's ``DataCaptureConfig``; moto echoes the config's own shape.
+
+    Capture is enabled unless the config says otherwise, as in CreateEndpointConfig; without a
+    ``KmsKeyId`` in the config the summary has an empty one (what SageMaker writes then is not documented).
+    """
+    if not config:
+        return None
+    if "CaptureStatus" in config:  # a summary already
+        return config
+    enabled = bool(config.get("EnableCapture", True))
+    return {
+        "EnableCapture": enabled,
+        "CaptureStatus": "Started" if enabled else "Stopped",
+        "CurrentSamplingPercentage": config.get("InitialSamplingPercentage", 0),
+        "DestinationS3Uri": config.get("DestinationS3Uri", ""),
+        "KmsKeyId": config.get("KmsKeyId", ""),
+    }
 
 
 def describe_for_hooks(backend: Any, endpoint_name: str, endpoint_config_name: str) -> dict[str, Any]:
