@@ -30,6 +30,7 @@ from mme_triton.errors import (
     ModelOutOfMemoryError,
     ModelValidationError,
     PayloadTooLargeError,
+    ProfileError,
     TeardownError,
     ThrottlingError,
     UnsupportedPlatformError,
@@ -66,6 +67,9 @@ if TYPE_CHECKING:
     from mme_triton.model.python_model import TensorSpec, new_python_model
     from mme_triton.model.repository import TritonModel, load_model
     from mme_triton.model.validate import validate_model, validate_repository
+    from mme_triton.profile.candidates import Candidate
+    from mme_triton.profile.report import ProfileReport
+    from mme_triton.profile.run import profile_model
 
 __version__ = "0.1.0"
 
@@ -111,6 +115,9 @@ _LAZY: dict[str, str] = {
     "new_python_model": "mme_triton.model.python_model",
     "TensorSpec": "mme_triton.model.python_model",
     "perf_analyzer_data": "mme_triton.model.perf_data",
+    "profile_model": "mme_triton.profile.run",
+    "Candidate": "mme_triton.profile.candidates",
+    "ProfileReport": "mme_triton.profile.report",
     "ModelProfile": "mme_triton.capacity.profile",
     "Traffic": "mme_triton.capacity.traffic",
     "InstanceType": "mme_triton.endpoint.instance_specs",
@@ -125,6 +132,7 @@ __all__ = [  # noqa: RUF022
     "ArtifactConflictError",
     "ArtifactError",
     "AutoScaling",
+    "Candidate",
     "CapacityPlan",
     "CodecError",
     "DeploymentError",
@@ -158,6 +166,8 @@ __all__ = [  # noqa: RUF022
     "ModelWarmup",
     "PayloadTooLargeError",
     "Problem",
+    "ProfileError",
+    "ProfileReport",
     "TeardownError",
     "TeardownReport",
     "TensorRT",
@@ -183,6 +193,7 @@ __all__ = [  # noqa: RUF022
     "perf_analyzer_data",
     "plan_capacity",
     "plan_deployment",
+    "profile_model",
     "read_config",
     "remove_model",
     "sweep",

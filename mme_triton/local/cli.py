@@ -99,6 +99,7 @@ def local_up(args: argparse.Namespace, *, stop: threading.Event | None = None) -
         max_archive_members=args.max_archive_members,
         max_compression_ratio=args.max_compression_ratio,
         metrics_period=args.metrics_period,
+        triton_ports=args.triton_ports,
     )
     event = stop or threading.Event()
     in_main_thread = threading.current_thread() is threading.main_thread()
@@ -119,10 +120,14 @@ def local_up(args: argparse.Namespace, *, stop: threading.Event | None = None) -
             _out(f"model data url: {model_data_url}")
             _out(f"metrics:        to the stack's CloudWatch every {_period(stack.metrics_period)}")
             _out()
+            if args.triton_ports:
+                _out("Triton's own ports (perf_analyzer, model-analyzer) are printed as endpoints come up.")
             _out("Press Ctrl-C to stop.")
+            shown: dict[str, Any] = {}
             try:
                 while not event.wait(0.5):
-                    pass
+                    if args.triton_ports:
+                        _show_triton_endpoints(stack, shown)
             except KeyboardInterrupt:
                 pass
             _out("stopping ...")
@@ -133,6 +138,29 @@ def local_up(args: argparse.Namespace, *, stop: threading.Event | None = None) -
         for sig, handler in previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
     return 0
+
+
+def _show_triton_endpoints(stack: Any, shown: dict[str, Any]) -> None:
+    """Print each in-service endpoint's Triton ports once (again after a restart), and each model it loads
+    with the name Triton serves it under."""
+    for endpoint in stack.runtime.endpoints():
+        found = stack.triton_endpoints(endpoint)
+        if found is None:
+            continue
+        before = shown.get(endpoint)
+        if before is None or before.http_url != found.http_url:
+            _out(
+                f"endpoint {endpoint}: Triton HTTP {found.http_url}, gRPC {found.grpc_url}, "
+                f"metrics {found.metrics_url}"
+            )
+            before = None
+        for target, name in sorted(found.models.items()):
+            if before is None or target not in before.models:
+                _out(
+                    f"endpoint {endpoint}: {target} is loaded as Triton model {name!r} "
+                    f"(perf_analyzer -m {shlex.quote(name)} -u {found.http_url.removeprefix('http://')})"
+                )
+        shown[endpoint] = found
 
 
 def quickstart(args: argparse.Namespace) -> int:
@@ -203,6 +231,12 @@ def add_local_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         metavar="PERIOD",
         help="how often the endpoints' CloudWatch metrics are published: 1m as on SageMaker (default), "
         "or 1s, 5s, 10s, 20s, 30s to watch them closely (docs/metrics.md)",
+    )
+    up.add_argument(
+        "--triton-ports",
+        action="store_true",
+        help="also open each endpoint's Triton HTTP, gRPC and metrics ports on 127.0.0.1 (for perf_analyzer "
+        "and model-analyzer) and print them, with the Triton name of each model loaded",
     )
     limits = up.add_argument_group("limits that protect this machine (docs/local.md)")
     limits.add_argument(

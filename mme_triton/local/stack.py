@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 
     from mme_triton.local.aws.controlplane import ControlPlane
     from mme_triton.local.route.runtime_server import RuntimeServer
+    from mme_triton.local.route.timings import LoadTimings
+    from mme_triton.local.triton.ports import TritonEndpoints
     from mme_triton.local.triton.server import TritonServer
 
 __all__ = ["DEFAULT_BUCKET_PREFIX", "LocalStack"]
@@ -98,6 +100,8 @@ class LocalStack:
         metrics_period: seconds between two publications of the endpoints' CloudWatch metrics: 60 as on
             SageMaker (every minute), or 1, 5, 10, 20, 30 for tests and notebooks (high-resolution
             metrics, read back with a period as short). Metrics left are published by :meth:`stop`.
+        triton_ports: also open each endpoint's Triton HTTP, gRPC and metrics endpoints on 127.0.0.1, for
+            perf_analyzer and model-analyzer (:meth:`triton_endpoints`); off by default, as on SageMaker.
 
     Raises:
         UnsupportedPlatformError: from :meth:`start`, when this is not Linux x86_64 with glibc >= 2.35.
@@ -131,6 +135,7 @@ class LocalStack:
         max_archive_members: int = DEFAULT_MAX_MEMBERS,
         max_compression_ratio: float = DEFAULT_MAX_COMPRESSION_RATIO,
         metrics_period: float = DEFAULT_METRICS_PERIOD,
+        triton_ports: bool = False,
     ) -> None:
         if memory_budget is not None and memory_budget <= 0:
             raise ValueError("memory_budget must be > 0 bytes (or None for no byte limit)")
@@ -160,6 +165,7 @@ class LocalStack:
         self.max_compression_ratio = max_compression_ratio
         self.metrics_period = check_metrics_period(metrics_period)
         self._metrics: MetricsRecorder | None = None
+        self.triton_ports = triton_ports
         self._plane: ControlPlane | None = None
         self._server: RuntimeServer | None = None
         self._runtime: InvocationRuntime | None = None
@@ -208,7 +214,7 @@ class LocalStack:
                 memory_budget=self.memory_budget,
                 max_models=self.max_models,
                 triton_factory=default_triton_factory(
-                    log_verbose=self._log_verbose, shm_limit=self.shm_limit
+                    log_verbose=self._log_verbose, shm_limit=self.shm_limit, triton_ports=self.triton_ports
                 ),
                 ready_timeout=self._model_ready_timeout,
                 max_unpacked_bytes=self.max_unpacked_bytes,
@@ -422,6 +428,38 @@ class LocalStack:
         """Bytes each model loaded in an endpoint counts against the memory budget, as last measured."""
         runtime = self.endpoint_runtime(endpoint_name)
         return runtime.model_memory() if runtime is not None else {}
+
+    def load_timings(self, endpoint_name: str) -> dict[str, LoadTimings]:
+        """How long each TargetModel's last load took on an endpoint, by part (download, extract, load), and
+        its unload once unloaded: what a cold start on the stack is made of."""
+        runtime = self.endpoint_runtime(endpoint_name)
+        return runtime.load_timings() if runtime is not None else {}
+
+    def unload_model(self, endpoint_name: str, target_model: str, *, timeout: float | None = 60.0) -> bool:
+        """Unload a model from an endpoint's Triton now (after its requests finish), as if evicted; its
+        next request loads it again. ``False`` when it was not loaded."""
+        runtime = self.endpoint_runtime(endpoint_name)
+        return runtime.unload_model(target_model, timeout=timeout) if runtime is not None else False
+
+    def triton_endpoints(self, endpoint_name: str) -> TritonEndpoints | None:
+        """Triton's own HTTP, gRPC and metrics URLs behind an endpoint, and the Triton name of each
+        loaded TargetModel; ``None`` unless the stack runs with ``triton_ports=True`` and the endpoint
+        is in service.
+
+        Example::
+
+            found = stack.triton_endpoints("demo")
+            found.http_url, found.models  # ('http://127.0.0.1:40123', {'linear.tar.gz': 'linear.tar.gz'})
+        """
+        from mme_triton.local.route.names import triton_model_name
+        from mme_triton.local.triton.ports import TritonEndpoints
+
+        runtime = self.endpoint_runtime(endpoint_name)
+        ports = getattr(runtime.triton, "triton_ports", None) if runtime is not None else None
+        if runtime is None or ports is None:
+            return None
+        models = {name: triton_model_name(name) for name in runtime.loaded_models()}
+        return TritonEndpoints(ports.http_url, ports.grpc_url, ports.metrics_url, models)
 
     # -- internals -----------------------------------------------------------------------------------
 
