@@ -27,6 +27,7 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 _SHARED_SCOPES = frozenset({"package", "module", "class"})
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns the marks into the nodeids' @group
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``-n N --dist loadgroup``, as CI runs): tests that share a module- or
     class-scoped fixture (a stack, a Triton) form one group and run on one worker, so the fixture starts
