@@ -36,9 +36,10 @@ SHARED = textwrap.dedent(
 
 
     @pytest.mark.parametrize("n", range(6))
-    def test_shared(server, n):
+    def test_shared(server, n, request):
         time.sleep(0.05)
-        _log(event="test", module=__name__, n=n)
+        group = request.node.get_closest_marker("xdist_group").kwargs["name"]
+        _log(event="test", module=__name__, n=n, group=group)
     """
 )
 
@@ -49,6 +50,7 @@ def test_tests_sharing_a_module_fixture_run_on_one_worker_that_starts_it_once(tm
     (tmp_path / "test_first.py").write_text(SHARED)
     (tmp_path / "test_second.py").write_text(SHARED)
     (tmp_path / "test_alone.py").write_text("def test_alone():\n    pass\n")
+    (tmp_path / "test_split.py").write_text("XDIST_GROUPS = 2\n" + SHARED)
 
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "3", "--dist", "loadgroup"],
@@ -66,3 +68,13 @@ def test_tests_sharing_a_module_fixture_run_on_one_worker_that_starts_it_once(tm
         assert sorted(r["n"] for r in mine if r["event"] == "test") == list(range(6))
         assert len({r["worker"] for r in mine}) == 1, mine
         assert mine[0]["worker"] is not None  # it ran under xdist
+    # XDIST_GROUPS = 2: the tests dealt into two groups; the fixture starts once on each worker they reach
+    split = [r for r in records if r["module"] == "test_split"]
+    tests = [r for r in split if r["event"] == "test"]
+    assert sorted((r["group"], r["n"]) for r in tests) == [
+        (f"test_split.py#{n % 2}", n) for n in sorted(range(6), key=lambda n: (n % 2, n))
+    ]
+    for group in ("test_split.py#0", "test_split.py#1"):
+        assert len({r["worker"] for r in tests if r["group"] == group}) == 1
+    setups = [r["worker"] for r in split if r["event"] == "setup"]
+    assert sorted(setups) == sorted({r["worker"] for r in tests})
