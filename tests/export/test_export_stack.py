@@ -2,9 +2,10 @@
 
 One stack and one endpoint serve the module: a tiny BERT, a tiny RoBERTa and a tiny BERT classifier
 (export_transformers, the classifier in one call with nothing configured after it), a small CNN
-(export_pytorch and export_torchscript), a python-backend skeleton as written, and an ensemble
-of a tokenizer step (new_python_model, edited) and the BERT encoder (build_ensemble). Each model is
-configured with a preset plus overrides; the GPU presets run because the stack adapts its own copy.
+(export_pytorch, and export_torchscript twice: the GPU and the CPU preset), a python-backend skeleton
+as written, and an ensemble of a tokenizer step (new_python_model, edited) and the BERT encoder
+(build_ensemble). Each model is configured with a preset plus overrides; the GPU presets run because the
+stack adapts its own copy.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ except ImportError:  # collected but deselected where torch is missing
     torch = None
 
 ENDPOINT = "model-prep"
+SERVED = ("bert", "roberta", "classifier", "cnn", "cnn_ts", "cnn_ts_cpu", "echo", "pipeline")
 ATOL = 1e-4
 
 # The tokenizer step of the ensemble: the skeleton new_python_model writes, with execute() replaced by a
@@ -133,6 +135,9 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     # the same CNN as TorchScript for Triton's PyTorch backend
     export_torchscript(cnn, torch.randn(2, 3, 16, 16), repository / "cnn_ts", max_batch_size=8)
     configure_model(repository / "cnn_ts", preset="torchscript-gpu", intra_op_thread_count=1)
+    # and for a CPU endpoint, with optimized execution off
+    export_torchscript(cnn, torch.randn(2, 3, 16, 16), repository / "cnn_ts_cpu", max_batch_size=8)
+    configure_model(repository / "cnn_ts_cpu", preset="torchscript-cpu")
     # a python model as written
     new_python_model(
         repository,
@@ -158,7 +163,8 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         inputs=["TEXT"],
         outputs=["last_hidden_state", "pooler_output"],
     )
-    for name in ("bert", "roberta", "classifier", "cnn", "cnn_ts", "echo", "tokenize", "pipeline"):
+    names = ("bert", "roberta", "classifier", "cnn", "cnn_ts", "cnn_ts_cpu", "echo", "tokenize", "pipeline")
+    for name in names:
         assert validate_model(repository / name) == [], name
     return {
         "repository": repository,
@@ -180,10 +186,7 @@ def client(prepared: dict[str, Any]) -> Iterator[MMEClient]:
         deploy_mme(
             ENDPOINT,
             stack.model_data_url("prep/"),
-            models=[
-                repository / name
-                for name in ("bert", "roberta", "classifier", "cnn", "cnn_ts", "echo", "pipeline")
-            ],
+            models=[repository / name for name in SERVED],
             role=stack.role_arn,
             instance_type="ml.m5.xlarge",
             environment={"SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": "16777216"},
@@ -232,8 +235,12 @@ def test_exported_classifier_answers_logits_like_pytorch(client: MMEClient, prep
 
 @pytest.mark.parametrize(
     ("target", "input_name", "output_name"),
-    [("cnn.tar.gz", "INPUT0", "OUTPUT0"), ("cnn_ts.tar.gz", "INPUT__0", "OUTPUT__0")],
-    ids=["onnx", "torchscript"],
+    [
+        ("cnn.tar.gz", "INPUT0", "OUTPUT0"),
+        ("cnn_ts.tar.gz", "INPUT__0", "OUTPUT__0"),
+        ("cnn_ts_cpu.tar.gz", "INPUT__0", "OUTPUT__0"),
+    ],
+    ids=["onnx", "torchscript-gpu-preset", "torchscript-cpu-preset"],
 )
 def test_exported_cnn_answers_like_pytorch(
     client: MMEClient, prepared: dict[str, Any], target: str, input_name: str, output_name: str
