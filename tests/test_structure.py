@@ -89,6 +89,9 @@ def test_sagemaker_fact_is_defined_only_in_sagemaker_module(fact: str, pattern: 
         ("mme_triton.local.route.runtime", "serving_container", "serving_container"),
         ("mme_triton.model._ensemble", "ENSEMBLE_CONFIG_PATTERN", "ENSEMBLE_CONFIG_PATTERN"),
         ("mme_triton.local.route.extract", "ENSEMBLE_CONFIG_PATTERN", "ENSEMBLE_CONFIG_PATTERN"),
+        ("mme_triton.endpoint.images", "TRITON_PYTHON", "TRITON_PYTHON"),
+        ("mme_triton.endpoint.images", "DEFAULT_TRITON_VERSION", "DEFAULT_TRITON_VERSION"),
+        ("mme_triton.endpoint.deploy", "DEFAULT_TRITON_VERSION", "DEFAULT_TRITON_VERSION"),
     ],
 )
 def test_stages_import_the_one_definition(module: str, name: str, fact: str) -> None:

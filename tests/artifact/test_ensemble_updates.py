@@ -114,3 +114,26 @@ def test_stale_ensembles_reports_an_ensemble_only_without_a_current_artifact() -
         "scale",
         ("pipeline-1.tar.gz", "pipeline.tar.gz"),
     )
+
+
+def test_ensemble_metadata_is_left_out_when_it_does_not_fit(tmp_path: Path) -> None:
+    """S3 keeps 2 KB of user metadata per object: an ensemble of very many steps is uploaded without its
+    step digests (and its steps' updates cannot find it), rather than refused."""
+    from mme_triton.artifact._ensembles import ensemble_metadata
+    from mme_triton.artifact.package import Artifact
+
+    def artifact(steps: int) -> Artifact:
+        digests = {f"step_{i:03d}": "sha256:" + "ab" * 32 for i in range(steps)}
+        return Artifact(
+            tmp_path / "e.tar.gz",
+            "e.tar.gz",
+            "0" * 64,
+            1,
+            "sha256:" + "0" * 64,
+            "e",
+            tuple(digests),
+            member_digests={"e": "sha256:" + "0" * 64, **digests},
+        )
+
+    assert json.loads(ensemble_metadata(artifact(20))[ENSEMBLE_METADATA])["steps"]["step_000"] == "ab" * 8
+    assert ensemble_metadata(artifact(200)) == {}
