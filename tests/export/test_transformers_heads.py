@@ -154,3 +154,42 @@ def test_export_pytorch_refuses_outputs_it_cannot_name(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match=r"module output 0 is SequenceClassifierOutput.*export_transformers"):
         export_pytorch(model, torch.randint(0, 100, (2, 5)), tmp_path / "c")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("head", "config_kwargs", "outputs"),
+    [
+        (
+            "RobertaForSequenceClassification",
+            {"type_vocab_size": 1, "pad_token_id": 1, "max_position_embeddings": 40, "num_labels": 4},
+            [("logits", [4])],
+        ),
+        ("DistilBertForQuestionAnswering", {}, [("start_logits", [-1]), ("end_logits", [-1])]),
+        ("DistilBertForTokenClassification", {"num_labels": 5}, [("logits", [-1, 5])]),
+    ],
+    ids=["roberta-classifier", "distilbert-qa", "distilbert-ner"],
+)
+def test_export_transformers_heads_of_other_encoders(
+    tmp_path: Path, head: str, config_kwargs: dict[str, Any], outputs: list[tuple[str, list[int]]]
+) -> None:
+    transformers = importlib.import_module("transformers")
+    torch.manual_seed(0)
+    if head.startswith("Roberta"):
+        config = transformers.RobertaConfig(
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=37,
+            vocab_size=100,
+            **config_kwargs,
+        )
+    else:
+        config = transformers.DistilBertConfig(
+            dim=32, n_layers=1, n_heads=2, hidden_dim=37, vocab_size=100, **config_kwargs
+        )
+    model = getattr(transformers, head)(config).eval()
+
+    model_dir = export_transformers(model, tmp_path / "m", max_batch_size=4)
+
+    assert [(t.name, list(t.dims)) for t in read_config(model_dir).output] == outputs
+    assert validate_model(model_dir) == []
