@@ -210,7 +210,13 @@ def upload_models(
             try:
                 return ensemble_objects(client, bucket, prefix, suffix=SUFFIX, workers=max_concurrency)
             except _aws_errors() as exc:
-                raise ArtifactError(f"cannot read the artifacts under {model_data_url}: {exc}") from exc
+                if update_ensembles:
+                    raise ArtifactError(f"cannot read the artifacts under {model_data_url}: {exc}") from exc
+                # the uploads are done; a role that may write but not list the prefix still uploads
+                logger.warning(
+                    "could not look for ensembles under %s that embed the models: %s", model_data_url, exc
+                )
+                return []
 
         return follow_ensembles(
             results,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from mme_triton import MMETritonWarning, package_model, upload_models
+from mme_triton import ArtifactError, MMETritonWarning, package_model, upload_models
 from mme_triton.artifact._ensembles import ENSEMBLE_METADATA, EnsembleObject, stale_ensembles
 
 if TYPE_CHECKING:
@@ -137,3 +137,26 @@ def test_ensemble_metadata_is_left_out_when_it_does_not_fit(tmp_path: Path) -> N
 
     assert json.loads(ensemble_metadata(artifact(20))[ENSEMBLE_METADATA])["steps"]["step_000"] == "ab" * 8
     assert ensemble_metadata(artifact(200)) == {}
+
+
+def _deny_listing(s3: S3Client) -> None:
+    """S3 answers ListObjectsV2 with AccessDenied, as for a role that may write the prefix but not list it."""
+    from botocore.exceptions import ClientError
+
+    def deny(**_: object) -> None:
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "Access Denied"}}, "ListObjectsV2")
+
+    s3.meta.events.register("before-call.s3.ListObjectsV2", deny)
+
+
+def test_upload_models_uploads_even_when_the_prefix_cannot_be_listed(
+    repo: Path, s3: S3Client, bucket: str, url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    _deny_listing(s3)
+
+    [scale] = upload_models(repo / "scale", url, s3_client=s3)
+
+    assert scale.status == "uploaded" and scale.stale_ensembles == ()
+    assert any("could not look for ensembles" in r.getMessage() for r in caplog.records)
+    with pytest.raises(ArtifactError, match="cannot read the artifacts under"):
+        upload_models(repo / "scale", url, s3_client=s3, update_ensembles=True)
