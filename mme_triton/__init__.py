@@ -30,6 +30,7 @@ from mme_triton.errors import (
     ModelOutOfMemoryError,
     ModelValidationError,
     PayloadTooLargeError,
+    ProfileError,
     TeardownError,
     ThrottlingError,
     UnsupportedPlatformError,
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     from mme_triton.endpoint.handle import Endpoint
     from mme_triton.endpoint.images import triton_image_uri
     from mme_triton.endpoint.instance_specs import INSTANCE_TYPES, InstanceType
+    from mme_triton.endpoint.metrics import EndpointMetrics, endpoint_metrics
     from mme_triton.endpoint.planning import DeploymentPlan, plan_deployment
     from mme_triton.endpoint.teardown import TeardownReport, sweep, teardown
     from mme_triton.model.authoring import configure_model, read_config
@@ -65,6 +67,9 @@ if TYPE_CHECKING:
     from mme_triton.model.python_model import TensorSpec, new_python_model
     from mme_triton.model.repository import TritonModel, load_model
     from mme_triton.model.validate import validate_model, validate_repository
+    from mme_triton.profile.candidates import Candidate
+    from mme_triton.profile.report import ProfileReport
+    from mme_triton.profile.run import profile_model
 
 __version__ = "0.1.0"
 
@@ -88,6 +93,8 @@ _LAZY: dict[str, str] = {
     "plan_deployment": "mme_triton.endpoint.planning",
     "DeploymentPlan": "mme_triton.endpoint.planning",
     "Endpoint": "mme_triton.endpoint.handle",
+    "endpoint_metrics": "mme_triton.endpoint.metrics",
+    "EndpointMetrics": "mme_triton.endpoint.metrics",
     "AutoScaling": "mme_triton.endpoint.autoscaling",
     "teardown": "mme_triton.endpoint.teardown",
     "sweep": "mme_triton.endpoint.teardown",
@@ -108,6 +115,9 @@ _LAZY: dict[str, str] = {
     "new_python_model": "mme_triton.model.python_model",
     "TensorSpec": "mme_triton.model.python_model",
     "perf_analyzer_data": "mme_triton.model.perf_data",
+    "profile_model": "mme_triton.profile.run",
+    "Candidate": "mme_triton.profile.candidates",
+    "ProfileReport": "mme_triton.profile.report",
     "ModelProfile": "mme_triton.capacity.profile",
     "Traffic": "mme_triton.capacity.traffic",
     "InstanceType": "mme_triton.endpoint.instance_specs",
@@ -122,6 +132,7 @@ __all__ = [  # noqa: RUF022
     "ArtifactConflictError",
     "ArtifactError",
     "AutoScaling",
+    "Candidate",
     "CapacityPlan",
     "CodecError",
     "DeploymentError",
@@ -131,6 +142,7 @@ __all__ = [  # noqa: RUF022
     "Endpoint",
     "EndpointError",
     "EndpointFailedError",
+    "EndpointMetrics",
     "EndpointNotFoundError",
     "EnsembleStep",
     "ExportError",
@@ -154,6 +166,8 @@ __all__ = [  # noqa: RUF022
     "ModelWarmup",
     "PayloadTooLargeError",
     "Problem",
+    "ProfileError",
+    "ProfileReport",
     "TeardownError",
     "TeardownReport",
     "TensorRT",
@@ -171,6 +185,7 @@ __all__ = [  # noqa: RUF022
     "decode_response",
     "deploy_mme",
     "encode_request",
+    "endpoint_metrics",
     "list_models",
     "load_model",
     "new_python_model",
@@ -178,6 +193,7 @@ __all__ = [  # noqa: RUF022
     "perf_analyzer_data",
     "plan_capacity",
     "plan_deployment",
+    "profile_model",
     "read_config",
     "remove_model",
     "sweep",

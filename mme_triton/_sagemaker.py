@@ -11,6 +11,11 @@
 - which container of a model serves a multi-model endpoint (:func:`serving_container`), and the
   service-linked role Application Auto Scaling reports for a variant's scalable target
   (:func:`autoscaling_role_arn`);
+- the CloudWatch metrics SageMaker publishes for an endpoint: their names, namespaces, dimensions and units
+  (:data:`ENDPOINT_METRICS`);
+- the default SageMaker Triton release (:data:`DEFAULT_TRITON_VERSION`) and the Python each release's
+  python backend runs (:data:`TRITON_PYTHON`), which the model stage checks environments against and the
+  image table (:mod:`mme_triton.endpoint.images`) exports;
 - how a boto3 client is made from the AWS injection trio (:func:`make_client`), and a boto3 session whose
   clients default to one endpoint URL, the embedded stack's (:func:`endpoint_session`).
 
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -31,9 +37,13 @@ if TYPE_CHECKING:
 __all__ = [
     "ARCHIVE_SUFFIX",
     "DEFAULT_TRITON_VERSION",
+    "ENDPOINT_METRICS",
     "ENSEMBLE_CONFIG_PATTERN",
+    "INSTANCE_METRICS_NAMESPACE",
     "INVOCATION_TIMEOUT_SECONDS",
     "MAX_PAYLOAD_BYTES",
+    "METRICS_NAMESPACE",
+    "METRIC_DIMENSIONS",
     "MODEL_LOAD_TIMEOUT_SECONDS",
     "TARGET_MODEL_HEADER",
     "TARGET_MODEL_MAX_CHARS",
@@ -91,17 +101,59 @@ _PY38 = ("21.08", "22.05", "22.07", "22.08", "22.09", "22.10", "22.12", "23.01",
 _PY310 = ("23.05", "23.06", "23.07", "23.08", "23.09", "23.10", "23.12", "24.01", "24.03", "24.05", "24.09")
 _PY312 = ("25.04", "25.09", "26.03", "26.04", "26.05")
 
-TRITON_PYTHON: Mapping[str, str] = {
-    **dict.fromkeys(_PY38, "3.8"),
-    **dict.fromkeys(_PY310, "3.10"),
-    **dict.fromkeys(_PY312, "3.12"),
-}
+TRITON_PYTHON: Mapping[str, str] = MappingProxyType(
+    {
+        **dict.fromkeys(_PY38, "3.8"),
+        **dict.fromkeys(_PY310, "3.10"),
+        **dict.fromkeys(_PY312, "3.12"),
+    }
+)
 """The Python that the python backend's stub runs in each SageMaker Triton release (``YY.MM``): the
 Ubuntu release the image is built on (triton-inference-server/server ``build.py``: ``ubuntu:20.04`` up to
 2.33 = 23.04, ``ubuntu:22.04`` from 2.34 = 23.05, ``ubuntu:24.04`` from 2.52 = 24.11) and its system
 Python, which the stub links (python_backend's README, "Building Custom Python Backend Stub": Python 3.8
 up to r23.03, 3.10 from r23.05; NVIDIA's release notes for 24.12: "Ubuntu 24.04 including Python 3.12").
 An ``EXECUTION_ENV_PATH`` environment must be of this Python, or ship its own stub."""
+
+METRICS_NAMESPACE = "AWS/SageMaker"
+"""CloudWatch namespace of InvokeEndpoint's metrics and a multi-model endpoint's model-loading metrics."""
+
+INSTANCE_METRICS_NAMESPACE = "/aws/sagemaker/Endpoints"
+"""CloudWatch namespace of an endpoint's per-instance metrics (utilization; ``LoadedModelCount`` as AWS's
+documentation lists it, which is why readers look its namespace up with ListMetrics)."""
+
+METRIC_DIMENSIONS = ("EndpointName", "VariantName")
+"""The dimensions of every endpoint metric: per production variant ("per-model metrics aren't supported")."""
+
+ENDPOINT_METRICS: Mapping[str, tuple[str, str]] = MappingProxyType(
+    {
+        # name: (namespace, unit), as SageMaker's "Metrics for monitoring Amazon SageMaker AI with
+        # Amazon CloudWatch" and "CloudWatch Metrics for Multi-Model Endpoint Deployments" list them.
+        # One value per InvokeEndpoint request:
+        "Invocations": (METRICS_NAMESPACE, "None"),  # 1
+        "InvocationsPerInstance": (METRICS_NAMESPACE, "None"),  # 1 / instances of the variant
+        "Invocation4XXErrors": (METRICS_NAMESPACE, "None"),  # 1 when the model answered 4xx, else 0
+        "Invocation5XXErrors": (METRICS_NAMESPACE, "None"),  # 1 when the model answered 5xx, else 0
+        "InvocationModelErrors": (METRICS_NAMESPACE, "None"),  # 1 when the model gave no 2xx, else 0
+        "ModelLatency": (METRICS_NAMESPACE, "Microseconds"),
+        "OverheadLatency": (METRICS_NAMESPACE, "Microseconds"),
+        "ModelCacheHit": (METRICS_NAMESPACE, "None"),  # 1 when the model was loaded already, else 0
+        "ModelLoadingWaitTime": (METRICS_NAMESPACE, "Microseconds"),  # per request that waited
+        # One value per model download, load, unload:
+        "ModelDownloadingTime": (METRICS_NAMESPACE, "Microseconds"),
+        "ModelLoadingTime": (METRICS_NAMESPACE, "Microseconds"),
+        "ModelUnloadingTime": (METRICS_NAMESPACE, "Microseconds"),
+        # One value per instance and minute:
+        "LoadedModelCount": (INSTANCE_METRICS_NAMESPACE, "None"),
+        "CPUUtilization": (INSTANCE_METRICS_NAMESPACE, "Percent"),  # 100 per core
+        "MemoryUtilization": (INSTANCE_METRICS_NAMESPACE, "Percent"),
+        "DiskUtilization": (INSTANCE_METRICS_NAMESPACE, "Percent"),
+        "GPUUtilization": (INSTANCE_METRICS_NAMESPACE, "Percent"),  # 100 per GPU
+        "GPUMemoryUtilization": (INSTANCE_METRICS_NAMESPACE, "Percent"),  # 100 per GPU
+    }
+)
+"""SageMaker's endpoint metrics: name -> (CloudWatch namespace, unit). Dimensions: :data:`METRIC_DIMENSIONS`;
+published every minute."""
 
 # The API reference's patterns are Java regular expressions. Without flags, Java's \s is [ \t\n\x0B\f\r]
 # and \p{Print} is printable US-ASCII ([\x20-\x7E]), so \S admits any other character, non-ASCII included.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,25 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.section(_SUMMARY_PROPERTIES[name])
         for line in sorted(lines):
             terminalreporter.write_line(line)
+
+
+# .ci/run sets it: there a skipped test is a failure (what a run cannot test, it deselects by marker).
+FORBID_SKIPS = "MME_TESTS_FORBID_SKIPS"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if os.environ.get(FORBID_SKIPS) != "1":
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter is not None else []
+    if skipped:
+        reporter.write_line(
+            f"error: {len(skipped)} test(s) skipped and {FORBID_SKIPS}=1: a run deselects what it cannot "
+            "test (markers), it does not skip it",
+            red=True,
+        )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(autouse=True)

@@ -386,6 +386,8 @@ def test_sdk_missing_region_is_noregionerror_everywhere(
         calls[derive]()
 
 
+@pytest.mark.sagemaker
+@pytest.mark.moto
 @pytest.mark.parametrize("operation", sorted(_CORE_CLASSES))
 def test_sdk_core_parses_every_answer_of_the_control_plane(
     core: Any, plane_answers: ResponseRecorder, operation: str

@@ -42,8 +42,18 @@ def _source(path: Path) -> str:
         ("error-code extraction", r"""\.get\(\s*["']Code["']|\[\s*["']Code["']\s*\]"""),
         ("reading the serving container", r"""(?:get\(|\[)\s*["'](?:PrimaryContainer|Containers)["']"""),
         ("the ensemble pattern of SageMaker's front-end", r"""platform\\s\*?:?\\s\*"""),
+        ("the namespaces of SageMaker's metrics", r"""["'](?:AWS/SageMaker|/aws/sagemaker/Endpoints)["']"""),
     ],
-    ids=["payload-limit", "header", "target-model-length", "s3-url", "error-code", "container", "ensemble"],
+    ids=[
+        "payload-limit",
+        "header",
+        "target-model-length",
+        "s3-url",
+        "error-code",
+        "container",
+        "ensemble",
+        "metric-namespace",
+    ],
 )
 def test_sagemaker_fact_is_defined_only_in_sagemaker_module(fact: str, pattern: str) -> None:
     copies = [
@@ -92,6 +102,9 @@ def test_sagemaker_fact_is_defined_only_in_sagemaker_module(fact: str, pattern: 
         ("mme_triton.endpoint.images", "TRITON_PYTHON", "TRITON_PYTHON"),
         ("mme_triton.endpoint.images", "DEFAULT_TRITON_VERSION", "DEFAULT_TRITON_VERSION"),
         ("mme_triton.endpoint.deploy", "DEFAULT_TRITON_VERSION", "DEFAULT_TRITON_VERSION"),
+        ("mme_triton.endpoint._metric_queries", "ENDPOINT_METRICS", "ENDPOINT_METRICS"),
+        ("mme_triton.endpoint.metrics", "ENDPOINT_METRICS", "ENDPOINT_METRICS"),
+        ("mme_triton.local.aws.metrics", "ENDPOINT_METRICS", "ENDPOINT_METRICS"),
     ],
 )
 def test_stages_import_the_one_definition(module: str, name: str, fact: str) -> None:

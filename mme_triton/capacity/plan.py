@@ -362,7 +362,7 @@ def plan_capacity(
         ValueError: a target out of range, an unknown instance type, an empty or out-of-range list of
             counts, a traffic model without a profile.
 
-    Example:
+    Examples:
         >>> model = ModelProfile("m.tar.gz", memory_bytes=6 * 2**30, cold_start_s=8.0,
         ...                      service_time_s=0.02, copies=6)
         >>> traffic = Traffic.zipf([model], s=1.2, rate=5, duration=600, seed=0)

@@ -98,15 +98,19 @@ def _deploy(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
+    from mme_triton.cli._metrics import health_line, recent_metrics
     from mme_triton.endpoint.status import endpoint_status
 
+    session = aws_session(args)
     status = endpoint_status(
         args.endpoint_name,
         list_artifacts=not args.no_models,
         timeout=args.timeout.total_seconds(),
-        boto3_session=aws_session(args),
+        boto3_session=session,
     )
-    emit(args, str(status), status.to_dict())
+    summary = None if args.no_metrics else recent_metrics(args.endpoint_name, session)
+    text = str(status) if summary is None else f"{status}\n{health_line(summary)}"
+    emit(args, text, {**status.to_dict(), "metrics": summary})
     return 0
 
 
@@ -212,13 +216,14 @@ def register(sub: SubParsers) -> None:
     p = add_command(
         sub,
         "status",
-        help="an endpoint's state, variants, instance counts, autoscaling and models",
+        help="an endpoint's state, variants, instance counts, autoscaling, models and last hour's health",
         examples=["mme-triton status my-endpoint", "mme-triton status my-endpoint --json"],
         handler=_status,
         aws=True,
     )
     p.add_argument("endpoint_name", metavar="ENDPOINT")
     p.add_argument("--no-models", action="store_true", help="do not list the models under the prefix")
+    p.add_argument("--no-metrics", action="store_true", help="do not read the last hour's CloudWatch metrics")
     p.add_argument(
         "--timeout",
         type=duration,

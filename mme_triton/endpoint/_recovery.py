@@ -233,8 +233,7 @@ def fail(
         parts.append(
             "the autoscaling removed for the variant rename stays removed while the endpoint may still "
             "switch to the new config, where that variant does not exist; if it stays on "
-            f"{ledger.previous_config}, put back "
-            + "; ".join(str(r) for r in ledger.removed_autoscaling)
+            f"{ledger.previous_config}, put back " + "; ".join(str(r) for r in ledger.removed_autoscaling)
         )
     failed += scaling_failed
     if failed:

@@ -129,9 +129,9 @@ def deploy_mme(
             ``failure_reason`` says why.
         DeploymentTimeoutError: not ``InService`` after ``timeout`` (or its status could not be read).
         DeploymentError: a SageMaker or Application Auto Scaling call failed (the cause is chained).
-        Each of these says in ``rolled_back`` what was deleted again and in ``kept`` what was left
-        because it may be in use, and the message says how to finish (docs/deploy.md, "What happens
-        when something fails").
+            Each of these errors says in ``rolled_back`` what was deleted again and in ``kept`` what
+            was left because it may be in use, and the message says how to finish (docs/deploy.md,
+            "What happens when something fails").
 
     Warns:
         MMETritonWarning: a setting that may not work (instance type, GPU driver, a variable that does

@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from mme_triton._sagemaker import error_code, error_message, is_not_found, is_transient, make_client
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
 
     from mme_triton.client.client import MMEClient
+    from mme_triton.endpoint.metrics import EndpointMetrics
 
 __all__ = [
     "IN_PROGRESS",
@@ -177,6 +179,42 @@ class Endpoint:
         from mme_triton.artifact.s3 import list_models
 
         return list_models(self.model_data_url, boto3_session=self._session, boto_config=self._boto_config)
+
+    def metrics(
+        self,
+        *,
+        start: datetime | timedelta | None = None,
+        end: datetime | None = None,
+        period: int | timedelta = 60,
+        variant: str | None = None,
+        timeout: float = 120.0,
+    ) -> EndpointMetrics:
+        """The endpoint's CloudWatch metrics over a window: what
+        :func:`~mme_triton.endpoint.metrics.endpoint_metrics` reads, with this handle's session, config and
+        region.
+
+        Raises:
+            EndpointNotFoundError: ``variant`` not given and the endpoint does not exist any more.
+            EndpointError: CloudWatch refused a read.
+
+        Example::
+
+            endpoint.metrics(start=timedelta(minutes=30)).summary()["cache_hit_ratio"]
+        """
+        from mme_triton.endpoint.metrics import endpoint_metrics
+
+        return endpoint_metrics(
+            self.name,
+            start=start,
+            end=end,
+            period=period,
+            variant=variant,
+            region=self.region,
+            boto3_session=self._session,
+            boto_config=self._boto_config,
+            sagemaker_client=self._sagemaker_client() if variant is None else None,
+            timeout=timeout,
+        )
 
     def wait(
         self, *, timeout: float = 1800, poll_interval: float = 15, progress: DeployProgress | None = None

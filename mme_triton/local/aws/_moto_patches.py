@@ -7,6 +7,11 @@ SageMaker's ``ValidationException`` for tag calls on deleted resources, and the 
 leaves unset: a SageMaker variant's scalable target's ``RoleARN`` (and the ``SuspendedState`` AWS always
 reports), an endpoint's data capture summary. Accounts no plane owns see moto as shipped, plus those
 additions.
+
+For the accounts of the planes, CloudWatch's PutMetricData, ListMetrics, GetMetricData and
+GetMetricStatistics are answered by a :class:`~mme_triton.local.aws.cloudwatch.MetricStore` kept on moto's
+CloudWatch backend of the account and region (so dropping the backend drops the metrics); other accounts
+get moto's own answers.
 """
 
 from __future__ import annotations
@@ -14,10 +19,12 @@ from __future__ import annotations
 import copy
 import re
 import threading
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from mme_triton.local.aws.cloudwatch import MetricStore
     from mme_triton.local.aws.controlplane import ControlPlane
 
 from mme_triton._sagemaker import autoscaling_role_arn
@@ -26,6 +33,7 @@ __all__ = [
     "data_capture_summary",
     "describe_for_hooks",
     "install_patches",
+    "metric_store",
     "plane_for",
     "register",
     "switch_config",
@@ -143,7 +151,58 @@ def install_patches() -> None:
         setattr(backend_cls, "delete_endpoint", delete_endpoint)  # noqa: B010
         setattr(backend_cls, "update_endpoint", update_endpoint)  # noqa: B010
         setattr(responses.SageMakerResponse, "update_endpoint", update_endpoint_action)  # noqa: B010
+        _install_cloudwatch()
         _patched = True
+
+
+def _install_cloudwatch() -> None:
+    """Route the metric calls of the planes' accounts to a MetricStore (called under the registry lock)."""
+    from moto.cloudwatch.exceptions import CloudWatchException
+    from moto.cloudwatch.responses import CloudWatchResponse
+    from moto.core.responses import ActionResult, EmptyResult
+
+    from mme_triton.local.aws import _cloudwatch_reads
+    from mme_triton.local.aws.cloudwatch import CloudWatchError, MetricStore
+
+    answers: dict[str, Callable[[MetricStore, dict[str, Any]], Any]] = {
+        "put_metric_data": MetricStore.put_metric_data,
+        "list_metrics": _cloudwatch_reads.list_metrics,
+        "get_metric_data": _cloudwatch_reads.get_metric_data,
+        "get_metric_statistics": _cloudwatch_reads.get_metric_statistics,
+    }
+
+    def routed(action: str) -> Callable[[Any], Any]:
+        original = getattr(CloudWatchResponse, action)
+        answer = answers[action]
+
+        def respond(self: Any) -> Any:
+            if plane_for(self.current_account) is None:
+                return original(self)
+            try:
+                result = answer(metric_store(self.cloudwatch_backend), self._get_params())
+            except CloudWatchError as exc:
+                raise CloudWatchException(exc.code, exc.message) from None
+            return EmptyResult() if result is None else ActionResult(result)
+
+        return respond
+
+    for action in answers:
+        setattr(CloudWatchResponse, action, routed(action))
+
+
+_stores_lock = threading.Lock()
+
+
+def metric_store(backend: Any) -> MetricStore:
+    """The MetricStore kept on a moto CloudWatch backend (created on first use)."""
+    from mme_triton.local.aws.cloudwatch import MetricStore
+
+    with _stores_lock:
+        store: MetricStore | None = getattr(backend, "_mme_triton_metrics", None)
+        if store is None:
+            store = MetricStore()
+            backend._mme_triton_metrics = store
+        return store
 
 
 def switch_config(backend: Any, endpoint: Any, endpoint_config_name: str) -> None:

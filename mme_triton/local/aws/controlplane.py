@@ -20,6 +20,9 @@ away; every call still goes through moto's HTTP server and moto's backends):
   such as the SageMaker SDK's resource classes parse it; a scalable target of a SageMaker variant has the
   ``RoleARN`` (the service-linked role) and ``SuspendedState`` that Application Auto Scaling reports, and
   an endpoint with data capture reports DescribeEndpoint's summary of it, not the config's.
+- CloudWatch's PutMetricData, ListMetrics, GetMetricData and GetMetricStatistics are answered as
+  CloudWatch answers them (:mod:`mme_triton.local.aws.cloudwatch`; moto's own answers ignore namespaces,
+  match subsets of dimensions, list metrics many times and fail on percentiles).
 
 Isolation: moto keeps state in process-global backends keyed by account id. Each ControlPlane assumes a
 role in an account id of its own (through moto's STS, whose temporary keys moto maps back to that

@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,7 @@ from mme_triton.local.route._prepare import LoadFailedError, Messages, load_fail
 from mme_triton.local.route.extract import ExtractLimits
 from mme_triton.local.route.lru import ModelLRU
 from mme_triton.local.route.names import triton_model_name
+from mme_triton.local.route.timings import LoadTimings, TimedBody
 
 if TYPE_CHECKING:
     from mme_triton.local.triton.protocol import TritonLike
@@ -54,6 +56,7 @@ class Lifecycle:
     _unloading: dict[str, Future[None]]
     _disk: dict[str, int]
     _memory: dict[str, int]
+    _timings: dict[str, LoadTimings]
     _generation: int
     _restarting: Future[None] | None
     _restart_failed_at: float
@@ -157,7 +160,9 @@ class Lifecycle:
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir(parents=True)
         try:
-            body = self._download(target_model)
+            started = time.monotonic()
+            body = TimedBody(self._download(target_model))
+            requested = time.monotonic()  # GetObject answered; the bytes are read while extracting
             try:
                 extracted = prepare_model(
                     body,
@@ -170,11 +175,18 @@ class Lifecycle:
                 )
             finally:
                 body.close()
+            load_started = time.monotonic()
             self._triton_load(triton, model_hash, extracted.path, target_model)
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
             raise
+        timings = LoadTimings(
+            download_s=requested - started + body.seconds,
+            extract_s=max(0.0, load_started - requested - body.seconds),
+            load_s=time.monotonic() - load_started,
+        )
         with self._lock:
+            self._timings[target_model] = timings
             self.loads += 1
         return extracted.size
 
@@ -209,9 +221,27 @@ class Lifecycle:
 
     # -- unloading ---------------------------------------------------------------------------------
 
-    def _schedule_unload(self, target_model: str, triton: TritonLike) -> None:
-        """Queue the unload of an evicted model (caller holds the lock)."""
-        self.evictions += 1
+    def load_timings(self) -> dict[str, LoadTimings]:
+        """The parts of each TargetModel's last load on this endpoint, and of its unload once unloaded."""
+        with self._lock:
+            return dict(self._timings)
+
+    def unload_model(self, target_model: str, *, timeout: float | None = None) -> bool:
+        """Unload a loaded model now, once the requests using it have finished (as an eviction does);
+        wait for it up to ``timeout`` seconds. ``False`` when it was not loaded."""
+        with self._lock:
+            if not self._lru.remove(target_model):
+                return False
+            future = self._schedule_unload(target_model, self._triton, evicted=False)
+        with contextlib.suppress(Exception):
+            future.result(timeout=timeout)
+        return True
+
+    def _schedule_unload(
+        self, target_model: str, triton: TritonLike, *, evicted: bool = True
+    ) -> Future[None]:
+        """Queue the unload of an evicted (or asked-for) model (caller holds the lock)."""
+        self.evictions += int(evicted)
         self._memory.pop(target_model, None)
         self._unloading[target_model] = future = self._unloader.submit(self._unload, target_model, triton)
 
@@ -221,15 +251,21 @@ class Lifecycle:
                     del self._unloading[target_model]
 
         future.add_done_callback(forget)
+        return future
 
     def _unload(self, target_model: str, triton: TritonLike) -> None:
         model_hash = model_hash_of(target_model)
         with self._idle:
             self._idle.wait_for(lambda: self._in_flight[target_model] <= 0, timeout=self._unload_timeout)
         try:
+            started = time.monotonic()
             triton.unload(
                 model_hash, target_model=triton_model_name(target_model), timeout=self._unload_timeout
             )
+            with self._lock:
+                loaded = self._timings.get(target_model)
+                if loaded is not None:
+                    self._timings[target_model] = replace(loaded, unload_s=time.monotonic() - started)
             logger.info("endpoint %s: unloaded %s", self.endpoint_name, target_model)
         except LocalStackError as exc:
             logger.warning("endpoint %s: unloading %s failed: %s", self.endpoint_name, target_model, exc)

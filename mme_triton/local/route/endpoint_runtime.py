@@ -61,6 +61,7 @@ from mme_triton.local.route.responses import (
     success,
     validation_error,
 )
+from mme_triton.local.route.timings import LoadTimings
 from mme_triton.local.triton.protocol import TritonLike
 
 if TYPE_CHECKING:
@@ -179,6 +180,7 @@ class EndpointRuntime(Lifecycle):
         self._unloading: dict[str, Future[None]] = {}
         self._disk: dict[str, int] = {}
         self._memory: dict[str, int] = {}
+        self._timings: dict[str, LoadTimings] = {}
         self._generation = 0
         self._restarting: Future[None] | None = None
         self._restart_failed_at = 0.0

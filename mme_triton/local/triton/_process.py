@@ -14,10 +14,12 @@ import subprocess
 from pathlib import Path
 from typing import IO
 
+from mme_triton.errors import LocalStackError
 from mme_triton.local.triton.procfs import remove_shm_regions
 
 __all__ = [
     "LOG_TAIL_BYTES",
+    "check_hash",
     "error_message",
     "finalize",
     "free_port",
@@ -32,6 +34,16 @@ logger = logging.getLogger("mme_triton.local.triton.server")
 LOG_TAIL_BYTES = 4000
 # "<path of the binary>: unrecognized option ..." as getopt writes it.
 _ARGV0 = re.compile(r"^\S*/tritonserver: ")
+
+
+class _PortInUseError(LocalStackError):
+    """The chosen free port was taken before Triton bound it."""
+
+
+def check_hash(model_hash: str) -> None:
+    """Refuse a model hash that is empty or holds '/' or whitespace (it goes into a URL path)."""
+    if not model_hash or "/" in model_hash or any(c.isspace() for c in model_hash):
+        raise ValueError(f"model_hash must be a non-empty name without '/' or spaces, got {model_hash!r}")
 
 
 def free_port() -> int:

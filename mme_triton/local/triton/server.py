@@ -2,11 +2,9 @@
 
 The binary, the python backend and its stubs come from the ``nvidia-pytriton`` wheel (the ``local`` extra).
 :class:`TritonServer` starts one ``tritonserver`` with ``SAGEMAKER_MULTI_MODEL=true`` and
-``--allow-sagemaker=true`` on a free port, with HTTP, gRPC and metrics turned off, so several servers can
-run side by side. Models are loaded, invoked and unloaded through the same routes SageMaker's platform
-uses inside a multi-model endpoint container (``POST /models``, ``POST /models/<hash>/invoke``,
-``DELETE /models/<hash>``).
-
+``--allow-sagemaker=true`` on a free port, HTTP, gRPC and metrics off unless asked for (:mod:`.ports`), so
+several servers can run side by side. Models are loaded, invoked and unloaded through the routes SageMaker's
+platform uses inside a multi-model container (``POST /models``, ``/models/<hash>/invoke``, ``DELETE``).
 Only the standard library is used here: the HTTP calls go through :mod:`http.client`.
 """
 
@@ -31,6 +29,8 @@ from mme_triton.errors import LocalStackError
 from mme_triton.local.triton._http import ConnectionPool
 from mme_triton.local.triton._process import (
     LOG_TAIL_BYTES,
+    _PortInUseError,
+    check_hash,
     error_message,
     finalize,
     free_port,
@@ -39,6 +39,7 @@ from mme_triton.local.triton._process import (
     startup_failure,
     terminate,
 )
+from mme_triton.local.triton.ports import TritonPorts, port_args
 from mme_triton.local.triton.procfs import (
     StubProcess,
     new_shm_prefix,
@@ -109,6 +110,7 @@ class TritonServer:
         startup_timeout: seconds to wait for ``GET /ping`` to answer 200.
         python_executable: the interpreter whose packages python-backend models see (default: the running
             one); its bin directory goes first on ``PATH`` and the matching stub is used.
+        triton_ports: also open Triton's HTTP, gRPC and metrics endpoints on 127.0.0.1 (:attr:`triton_ports`).
 
     Example::
 
@@ -126,6 +128,7 @@ class TritonServer:
         log_verbose: int = 0,
         startup_timeout: float = 60.0,
         python_executable: str | None = None,
+        triton_ports: bool = False,
     ) -> None:
         if isinstance(extra_args, str):
             raise TypeError("extra_args must be a sequence of arguments, not a string")
@@ -139,6 +142,8 @@ class TritonServer:
         self._log_verbose = log_verbose
         self._startup_timeout = startup_timeout
         self._python_executable = python_executable
+        self._open_ports = triton_ports
+        self._ports: TritonPorts | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._log_file: IO[bytes] | None = None
         self._tmp: str | None = None
@@ -251,6 +256,11 @@ class TritonServer:
         return self._returncode
 
     @property
+    def triton_ports(self) -> TritonPorts | None:
+        """Triton's own endpoints while it runs, when started with ``triton_ports=True``."""
+        return self._ports if self._process is not None else None
+
+    @property
     def log_path(self) -> Path:
         """Triton's log (stdout and stderr); it is removed with the scratch directory by :meth:`stop`."""
         if self._log_path is None:
@@ -282,7 +292,7 @@ class TritonServer:
                 is Triton's own, e.g. the backend's reason). Already loaded (409) is not an error.
             LocalStackError: the server is not reachable.
         """
-        _check_hash(model_hash)
+        check_hash(model_hash)
         body = json.dumps({"model_name": model_hash, "url": str(Path(model_dir).absolute())}).encode()
         headers = {TARGET_MODEL_HEADER: target_model, "Content-Type": "application/json"}
         started = time.monotonic()
@@ -313,7 +323,7 @@ class TritonServer:
             TritonRequestError: Triton refused to unload it.
             LocalStackError: the server is not reachable.
         """
-        _check_hash(model_hash)
+        check_hash(model_hash)
         target = target_model or self._targets.get(model_hash)
         headers = {TARGET_MODEL_HEADER: target} if target else {}
         status, _, answer = self._request("DELETE", f"/models/{model_hash}", b"", headers, timeout)
@@ -335,7 +345,7 @@ class TritonServer:
         Raises:
             LocalStackError: the server is not reachable (the message carries the log tail if it died).
         """
-        _check_hash(model_hash)
+        check_hash(model_hash)
         headers = {TARGET_MODEL_HEADER: target_model, "Content-Type": content_type}
         return self._request("POST", f"/models/{model_hash}/invoke", body, headers, timeout)
 
@@ -379,6 +389,7 @@ class TritonServer:
     ) -> None:
         assert self._log_path is not None and self._tmp is not None
         self._port = free_port()
+        self._ports = TritonPorts.free() if self._open_ports else None
         self._shm_prefix = new_shm_prefix()
         remove_orphaned_shm_regions()  # what killed processes left (docs/local-triton.md)
         # The serve script's arguments first; then what the stack must decide, which wins over them.
@@ -389,9 +400,7 @@ class TritonServer:
             *self._extra_args,
             "--allow-sagemaker=true",
             f"--sagemaker-port={self._port}",
-            "--allow-http=false",
-            "--allow-grpc=false",
-            "--allow-metrics=false",
+            *port_args(self._ports),
             "--allow-vertex-ai=false",
             "--model-control-mode=explicit",
             f"--model-repository={repository}",
@@ -489,12 +498,3 @@ class TritonServer:
                 f"{self.log_tail()}"
             )
         return LocalStackError(f"{method} {path} to Triton at port {self._port} failed: {exc}")
-
-
-class _PortInUseError(LocalStackError):
-    """The chosen free port was taken before Triton bound it."""
-
-
-def _check_hash(model_hash: str) -> None:
-    if not model_hash or "/" in model_hash or any(c.isspace() for c in model_hash):
-        raise ValueError(f"model_hash must be a non-empty name without '/' or spaces, got {model_hash!r}")
