@@ -13,9 +13,6 @@
   (:func:`autoscaling_role_arn`);
 - the CloudWatch metrics SageMaker publishes for an endpoint: their names, namespaces, dimensions and units
   (:data:`ENDPOINT_METRICS`);
-- the default SageMaker Triton release (:data:`DEFAULT_TRITON_VERSION`) and the Python each release's
-  python backend runs (:data:`TRITON_PYTHON`), which the model stage checks environments against and the
-  image table (:mod:`mme_triton.endpoint.images`) exports;
 - how a boto3 client is made from the AWS injection trio (:func:`make_client`), and a boto3 session whose
   clients default to one endpoint URL, the embedded stack's (:func:`endpoint_session`).
 
@@ -36,7 +33,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ARCHIVE_SUFFIX",
-    "DEFAULT_TRITON_VERSION",
     "ENDPOINT_METRICS",
     "ENSEMBLE_CONFIG_PATTERN",
     "INSTANCE_METRICS_NAMESPACE",
@@ -48,7 +44,6 @@ __all__ = [
     "TARGET_MODEL_HEADER",
     "TARGET_MODEL_MAX_CHARS",
     "TARGET_MODEL_PATTERN",
-    "TRITON_PYTHON",
     "autoscaling_role_arn",
     "check_target_model",
     "endpoint_session",
@@ -91,29 +86,6 @@ this expression searched in the text of each model's config.pbtxt."""
 
 ARCHIVE_SUFFIX = ".tar.gz"
 """What a multi-model endpoint's artifacts are named with: ``<prefix>/<name>.tar.gz`` is a TargetModel."""
-
-DEFAULT_TRITON_VERSION = "24.09"
-"""The default SageMaker Triton release: the one closest to the Triton the embedded stack runs (2.51 =
-24.10), so that what is tried locally behaves like what is deployed (the image table is
-:mod:`mme_triton.endpoint.images`)."""
-
-_PY38 = ("21.08", "22.05", "22.07", "22.08", "22.09", "22.10", "22.12", "23.01", "23.02", "23.03")
-_PY310 = ("23.05", "23.06", "23.07", "23.08", "23.09", "23.10", "23.12", "24.01", "24.03", "24.05", "24.09")
-_PY312 = ("25.04", "25.09", "26.03", "26.04", "26.05")
-
-TRITON_PYTHON: Mapping[str, str] = MappingProxyType(
-    {
-        **dict.fromkeys(_PY38, "3.8"),
-        **dict.fromkeys(_PY310, "3.10"),
-        **dict.fromkeys(_PY312, "3.12"),
-    }
-)
-"""The Python that the python backend's stub runs in each SageMaker Triton release (``YY.MM``): the
-Ubuntu release the image is built on (triton-inference-server/server ``build.py``: ``ubuntu:20.04`` up to
-2.33 = 23.04, ``ubuntu:22.04`` from 2.34 = 23.05, ``ubuntu:24.04`` from 2.52 = 24.11) and its system
-Python, which the stub links (python_backend's README, "Building Custom Python Backend Stub": Python 3.8
-up to r23.03, 3.10 from r23.05; NVIDIA's release notes for 24.12: "Ubuntu 24.04 including Python 3.12").
-An ``EXECUTION_ENV_PATH`` environment must be of this Python, or ship its own stub."""
 
 METRICS_NAMESPACE = "AWS/SageMaker"
 """CloudWatch namespace of InvokeEndpoint's metrics and a multi-model endpoint's model-loading metrics."""

@@ -99,9 +99,6 @@ def test_sagemaker_fact_is_defined_only_in_sagemaker_module(fact: str, pattern: 
         ("mme_triton.local.route.runtime", "serving_container", "serving_container"),
         ("mme_triton.model._ensemble", "ENSEMBLE_CONFIG_PATTERN", "ENSEMBLE_CONFIG_PATTERN"),
         ("mme_triton.local.route.extract", "ENSEMBLE_CONFIG_PATTERN", "ENSEMBLE_CONFIG_PATTERN"),
-        ("mme_triton.endpoint.images", "TRITON_PYTHON", "TRITON_PYTHON"),
-        ("mme_triton.endpoint.images", "DEFAULT_TRITON_VERSION", "DEFAULT_TRITON_VERSION"),
-        ("mme_triton.endpoint.deploy", "DEFAULT_TRITON_VERSION", "DEFAULT_TRITON_VERSION"),
         ("mme_triton.endpoint._metric_queries", "ENDPOINT_METRICS", "ENDPOINT_METRICS"),
         ("mme_triton.endpoint.metrics", "ENDPOINT_METRICS", "ENDPOINT_METRICS"),
         ("mme_triton.local.aws.metrics", "ENDPOINT_METRICS", "ENDPOINT_METRICS"),
@@ -109,6 +106,21 @@ def test_sagemaker_fact_is_defined_only_in_sagemaker_module(fact: str, pattern: 
 )
 def test_stages_import_the_one_definition(module: str, name: str, fact: str) -> None:
     assert getattr(importlib.import_module(module), name) is getattr(_sagemaker, fact)
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        ("mme_triton.endpoint.images", "TRITON_PYTHON"),
+        ("mme_triton.endpoint.images", "DEFAULT_TRITON_VERSION"),
+        ("mme_triton.endpoint.deploy", "DEFAULT_TRITON_VERSION"),
+    ],
+)
+def test_stages_import_the_one_release_table(module: str, name: str) -> None:
+    """The default release and each release's Python are defined once, where the model stage reads them."""
+    from mme_triton import _triton_releases
+
+    assert getattr(importlib.import_module(module), name) is getattr(_triton_releases, name)
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=[str(p.relative_to(PACKAGE)) for p in SOURCES])

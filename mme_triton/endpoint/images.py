@@ -21,14 +21,14 @@ compute capability 7.5 (no V100, so no ml.p3).
 
 Which Python each release's python backend runs (:data:`TRITON_PYTHON`, what an ``EXECUTION_ENV_PATH``
 environment must match) and the default release (:data:`DEFAULT_TRITON_VERSION`) are defined in
-:mod:`mme_triton._sagemaker`, where the model stage reads them too, and exported here.
+:mod:`mme_triton._triton_releases`, where the model stage reads them too, and exported here.
 """
 
 from __future__ import annotations
 
 import re
 
-from mme_triton._sagemaker import DEFAULT_TRITON_VERSION, TRITON_PYTHON
+from mme_triton._triton_releases import DEFAULT_TRITON_VERSION, TRITON_PYTHON
 
 __all__ = [
     "DEFAULT_TRITON_VERSION",

@@ -18,7 +18,8 @@ What the backend does (triton-inference-server/python_backend, ``src/python_be.c
   packages are not found: triton-inference-server/server#8290).
 
 :func:`check_python_env` reports what fails whatever the image; :func:`check_env_python` compares the
-environment's Python with the one of a SageMaker Triton release (:data:`mme_triton._sagemaker.TRITON_PYTHON`).
+environment's Python with the one of a SageMaker Triton release
+(:data:`mme_triton._triton_releases.TRITON_PYTHON`).
 """
 
 from __future__ import annotations

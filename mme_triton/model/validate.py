@@ -62,7 +62,7 @@ def python_of_release(triton_version: str | None) -> tuple[str, str]:
     Raises:
         ValueError: not a release SageMaker publishes.
     """
-    from mme_triton._sagemaker import DEFAULT_TRITON_VERSION, TRITON_PYTHON
+    from mme_triton._triton_releases import DEFAULT_TRITON_VERSION, TRITON_PYTHON
 
     release = DEFAULT_TRITON_VERSION if triton_version is None else triton_version
     python = TRITON_PYTHON.get(release)

@@ -77,14 +77,12 @@ def test_update_ensembles_serves_the_new_step_under_the_new_target_model(
     # the old TargetModel still serves the copy it was packaged with
     np.testing.assert_allclose(client.infer("pipeline.tar.gz", {"INPUT0": X})["OUTPUT0"], before)
 
-
-def test_update_ensembles_is_idempotent(deployed: dict[str, Any]) -> None:
-    """Run again, nothing is stale: the newer ensemble artifact embeds the current step."""
-    results = upload_models(
-        deployed["repository"] / "scale",
+    # run again, nothing is stale: the newer ensemble artifact embeds the current step
+    again = upload_models(
+        repository / "scale",
         deployed["url"],
         versioned=True,
         update_ensembles=True,
         boto3_session=deployed["session"],
     )
-    assert [(r.model_name, r.status, r.stale_ensembles) for r in results] == [("scale", "unchanged", ())]
+    assert [(r.model_name, r.status, r.stale_ensembles) for r in again] == [("scale", "unchanged", ())]

@@ -6,14 +6,14 @@ The stack's Triton runs the same python backend as the container, which handles 
 Triton sees the model:
 
 - **The stub's Python.** The container's stub runs the image's Python
-  (:data:`~mme_triton._sagemaker.TRITON_PYTHON`, 3.10 for 24.09); the stack's runs this interpreter's. An
-  environment of another Python than the image's fails in the container (its packages are not seen,
-  triton-inference-server/server#8290), so the stack refuses it with that reason. An environment of the
-  image's Python is served: with the stack's own stub when this interpreter is of that Python too, else
-  with the wheel's stub for that Python put into the extracted copy's model directory as
+  (:data:`~mme_triton._triton_releases.TRITON_PYTHON`, 3.10 for 24.09); the stack's runs this
+  interpreter's. An environment of another Python than the image's fails in the container (its packages
+  are not seen, triton-inference-server/server#8290), so the stack refuses it with that reason. An
+  environment of the image's Python is served: with the stack's own stub when this interpreter is of that
+  Python too, else with the wheel's stub for that Python put into the extracted copy's model directory as
   ``triton_python_backend_stub`` (the backend's own way to run another Python), which needs the
-  environment's ``lib/libpython3.X.so`` (conda-pack environments carry it). A model directory with its own
-  stub is served with it, as in the container.
+  environment's ``lib/libpython3.X.so`` (conda-pack environments carry it). A model directory with its
+  own stub is served with it, as in the container.
 - **The machine.** The backend unpacks the archive into ``/tmp/python_env_*`` with libarchive, checking
   neither sizes nor paths. The stack reads the archive first and refuses one that would unpack outside
   itself, beyond the endpoint's limits (its bytes, :data:`MAX_ENV_MEMBERS` entries, the expansion ratio)
@@ -51,7 +51,7 @@ _TMP = Path("/tmp")  # the python backend's EnvironmentManager: mkdtemp("/tmp/py
 
 def _image_python(image: str) -> tuple[str, str] | None:
     """``(release, Python)`` of a SageMaker Triton image URI, ``None`` for another image."""
-    from mme_triton._sagemaker import TRITON_PYTHON
+    from mme_triton._triton_releases import TRITON_PYTHON
     from mme_triton.endpoint.images import triton_version_of
 
     release = triton_version_of(image)
