@@ -115,6 +115,8 @@ class EndpointModels:
     mode: str = "MultiModel"
     volume_size_gb: int | None = None
     """The production variant's ``VolumeSizeInGB``: what one archive may unpack to, when set."""
+    image: str = ""
+    """The serving container's image URI (its Triton release decides the python backend's Python)."""
 
 
 @dataclass(frozen=True)

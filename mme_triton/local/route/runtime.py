@@ -39,7 +39,6 @@ from mme_triton.local.route.endpoint_runtime import (
     DEFAULT_READY_TIMEOUT,
     EndpointModels,
     EndpointRuntime,
-    gpu_adapter,
 )
 from mme_triton.local.route.extract import ExtractLimits
 from mme_triton.local.route.limits import (
@@ -50,6 +49,7 @@ from mme_triton.local.route.limits import (
     check_limits,
 )
 from mme_triton.local.route.lru import DEFAULT_MEMORY_BUDGET, ModelLRU
+from mme_triton.local.route.python_env import model_adapter
 from mme_triton.local.route.responses import (
     RuntimeResponse,
     endpoint_not_found,
@@ -212,7 +212,7 @@ class InvocationRuntime:
             lru=ModelLRU(budget_bytes=self.memory_budget, max_models=self.max_models),
             region=self.region,
             account_id=self.account_id,
-            adapt=gpu_adapter() if self._adapt_gpu_configs else None,
+            adapt=model_adapter(gpu=self._adapt_gpu_configs, image=models.image, limits=self._limits(models)),
             # the same server, started again: its settings (and warnings) were decided once
             replace=lambda _generation: triton,
             limits=self._limits(models),
@@ -331,6 +331,7 @@ class InvocationRuntime:
             variant_name=variant.get("VariantName", "AllTraffic"),
             mode=mode,
             volume_size_gb=int(variant["VolumeSizeInGB"]) if variant.get("VolumeSizeInGB") else None,
+            image=str(container.get("Image") or ""),
         )
 
     # -- the HTTP route ----------------------------------------------------------------------------
