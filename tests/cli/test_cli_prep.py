@@ -204,6 +204,7 @@ def test_cli_export_transformers_from_a_saved_directory(
     assert sorted(p.name for p in (tmp_path / "repo").iterdir()) == ["bert"]
 
 
+@pytest.mark.torch
 def test_cli_export_transformers_keeps_the_task_head_and_the_tuning(tmp_path: Path) -> None:
     """A classifier saved with save_pretrained is exported with its head (output ``logits``), as its config's
     ``architectures`` names it; a second export with --overwrite keeps the tuning, --fresh drops it."""
