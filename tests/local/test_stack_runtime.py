@@ -212,9 +212,10 @@ def test_two_stacks_serve_side_by_side(small_stack: LocalStack, repository: Path
 
         np.testing.assert_allclose(mine["OUTPUT0"], 2 * X)
         np.testing.assert_allclose(theirs["OUTPUT0"], 6 * X)
-        assert other.triton("twin").port != small_stack.triton("twin").port  # type: ignore[union-attr]
+        other_triton, my_triton = other.triton("twin"), small_stack.triton("twin")
+        assert other_triton is not None and my_triton is not None
+        assert other_triton.connector.socket_path != my_triton.connector.socket_path
         assert other.account_id != small_stack.account_id
-        other_triton = other.triton("twin")
     assert other_triton is not None and other_triton.pid is None
     assert small_stack.triton("twin") is not None
 

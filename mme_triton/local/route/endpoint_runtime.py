@@ -66,6 +66,8 @@ from mme_triton.local.triton.protocol import TritonLike
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
+    from mme_triton.local.triton.netns import Connector
+
 
 __all__ = [
     "DEFAULT_READY_TIMEOUT",
@@ -121,6 +123,7 @@ class FastPath:
     """A loaded model a request can be forwarded to directly (see :meth:`EndpointRuntime.fast_path`)."""
 
     triton: TritonLike
+    connector: Connector
     port: int
     model_hash: str
 
@@ -309,7 +312,7 @@ class EndpointRuntime(Lifecycle):
             ):
                 return None
             self._in_flight[target_model] += 1
-        return FastPath(triton, port, target_model_hash(target_model))
+        return FastPath(triton, triton.connector, port, target_model_hash(target_model))
 
     def release(self, target_model: str) -> None:
         """The request counted on ``target_model`` is done."""

@@ -227,9 +227,9 @@ class InvocationRuntime:
             runtime.close()
             raise LocalStackError("the embedded stack is stopping")
         logger.info(
-            "endpoint %s in service: Triton at %s serving %s",
+            "endpoint %s in service: Triton on %s serving %s",
             endpoint_name,
-            getattr(triton, "url", "?"),
+            triton.address,
             models.model_data_url,
         )
         if previous is not None:

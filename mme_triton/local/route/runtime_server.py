@@ -40,6 +40,7 @@ from mme_triton.local.route.responses import (
 if TYPE_CHECKING:
     from mme_triton.local.route.endpoint_runtime import EndpointRuntime, FastPath
     from mme_triton.local.route.runtime import InvocationRuntime
+    from mme_triton.local.triton.netns import Connector
 
 __all__ = ["RuntimeServer"]
 
@@ -123,10 +124,12 @@ class _Upstream(asyncio.Protocol):
 
 
 class _UpstreamPool:
-    """Idle keep-alive connections to one Triton port."""
+    """Idle keep-alive connections to one Triton's port, opened through its connector (into its network
+    namespace) on a thread, as that may block."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, port: int) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, connector: Connector, port: int) -> None:
         self.loop = loop
+        self.connector = connector
         self.port = port
         self._idle: list[_Upstream] = []
 
@@ -147,7 +150,9 @@ class _UpstreamPool:
         task.add_done_callback(connected)
 
     async def _connect(self) -> _Upstream:
-        _, protocol = await self.loop.create_connection(lambda: _Upstream(self), "127.0.0.1", self.port)
+        sock = await self.loop.run_in_executor(None, lambda: self.connector.connect(self.port, timeout=10.0))
+        sock.setblocking(False)
+        _, protocol = await self.loop.create_connection(lambda: _Upstream(self), sock=sock)
         return protocol
 
     def checkin(self, connection: _Upstream) -> None:
@@ -246,6 +251,7 @@ class RuntimeServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
+        # one pool per Triton process: a server started again has a new connector
         self._upstreams: dict[int, _UpstreamPool] = {}
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="invoke")
         self.connections: set[asyncio.Transport] = set()
@@ -365,9 +371,11 @@ class RuntimeServer:
     ) -> None:
         loop = self._loop
         assert loop is not None
-        pool = self._upstreams.get(fast.port)
-        if pool is None:
-            pool = self._upstreams[fast.port] = _UpstreamPool(loop, fast.port)
+        pool = self._upstreams.get(id(fast.triton))
+        if pool is None or pool.connector is not fast.connector:
+            if pool is not None:
+                pool.close()
+            pool = self._upstreams[id(fast.triton)] = _UpstreamPool(loop, fast.connector, fast.port)
         head = (
             f"POST /models/{fast.model_hash}/invoke HTTP/1.1\r\nHost: 127.0.0.1:{fast.port}\r\n"
             f"{TARGET_MODEL_HEADER}: {target_model}\r\nContent-Type: {content_type}\r\n"
@@ -378,7 +386,7 @@ class RuntimeServer:
             endpoint.release(target_model)
             if status == 0:
                 failure = LocalStackError(
-                    f"POST /models/{fast.model_hash}/invoke to Triton at port {fast.port}"
+                    f"POST /models/{fast.model_hash}/invoke to Triton on {fast.triton.address} failed"
                 )
                 reply(endpoint.forward_failed(fast.triton, failure))
             elif 200 <= status < 300:

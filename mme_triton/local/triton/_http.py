@@ -1,4 +1,4 @@
-"""Keep-alive HTTP connections to a local server, shared by every thread that talks to it."""
+"""Keep-alive HTTP connections to a server's port, shared by every thread that talks to it."""
 
 from __future__ import annotations
 
@@ -7,11 +7,25 @@ import http.client
 import queue
 from collections.abc import Mapping
 
-__all__ = ["ConnectionPool"]
+from mme_triton.local.triton.netns import Connector
+
+__all__ = ["ConnectionPool", "ConnectorHTTPConnection"]
+
+
+class ConnectorHTTPConnection(http.client.HTTPConnection):
+    """An :class:`http.client.HTTPConnection` to ``port`` of a server, opened through its
+    :class:`~mme_triton.local.triton.netns.Connector` (into the server's network namespace)."""
+
+    def __init__(self, connector: Connector, port: int, *, timeout: float | None = None) -> None:
+        super().__init__("127.0.0.1", port, timeout=timeout)
+        self.connector = connector
+
+    def connect(self) -> None:
+        self.sock = self.connector.connect(self.port, timeout=self.timeout)
 
 
 class ConnectionPool:
-    """A LIFO pool of ``http.client`` connections to ``127.0.0.1:<port>``.
+    """A LIFO pool of keep-alive connections to a server's port.
 
     WSGI servers run every request on a thread of its own, so connections are pooled across threads rather
     than kept per thread; the most recently returned one is handed out first, so a few stay warm. A
@@ -22,11 +36,18 @@ class ConnectionPool:
     """
 
     def __init__(self, *, max_idle: int = 32) -> None:
-        self._idle: queue.LifoQueue[tuple[http.client.HTTPConnection, int]] = queue.LifoQueue()
+        self._idle: queue.LifoQueue[tuple[ConnectorHTTPConnection, Connector]] = queue.LifoQueue()
         self._max_idle = max_idle
 
     def request(
-        self, port: int, method: str, path: str, body: bytes, headers: Mapping[str, str], timeout: float
+        self,
+        connector: Connector,
+        port: int,
+        method: str,
+        path: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        timeout: float,
     ) -> tuple[int, dict[str, str], bytes]:
         """Send one request; return the status, the headers (names lower-cased) and the body.
 
@@ -34,7 +55,7 @@ class ConnectionPool:
             OSError, http.client.HTTPException: the server could not be reached or broke the connection.
         """
         for attempt in range(2):
-            conn, reused = self._checkout(port, timeout)
+            conn, reused = self._checkout(connector, port, timeout)
             try:
                 conn.request(method, path, body=body or None, headers=dict(headers))
                 response = conn.getresponse()
@@ -50,7 +71,7 @@ class ConnectionPool:
             if response.will_close:
                 conn.close()
             else:
-                self._checkin(conn, port)
+                self._checkin(conn, connector)
             return response.status, {k.lower(): v for k, v in response.getheaders()}, data
         raise AssertionError("unreachable")
 
@@ -60,13 +81,15 @@ class ConnectionPool:
             while True:
                 self._idle.get_nowait()[0].close()
 
-    def _checkout(self, port: int, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
+    def _checkout(
+        self, connector: Connector, port: int, timeout: float
+    ) -> tuple[ConnectorHTTPConnection, bool]:
         while True:
             try:
-                conn, conn_port = self._idle.get_nowait()
+                conn, owner = self._idle.get_nowait()
             except queue.Empty:
-                return http.client.HTTPConnection("127.0.0.1", port, timeout=timeout), False
-            if conn_port != port:  # left over from a server that was restarted on another port
+                return ConnectorHTTPConnection(connector, port, timeout=timeout), False
+            if owner is not connector or conn.port != port:  # left over from a server started again
                 conn.close()
                 continue
             if conn.sock is not None:
@@ -74,8 +97,8 @@ class ConnectionPool:
             conn.timeout = timeout
             return conn, True
 
-    def _checkin(self, conn: http.client.HTTPConnection, port: int) -> None:
+    def _checkin(self, conn: ConnectorHTTPConnection, connector: Connector) -> None:
         if self._idle.qsize() >= self._max_idle:
             conn.close()
             return
-        self._idle.put((conn, port))
+        self._idle.put((conn, connector))

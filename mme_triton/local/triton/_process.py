@@ -1,4 +1,5 @@
-"""Running a ``tritonserver`` process: a free port, its log, and stopping it with everything it started."""
+"""Running a ``tritonserver`` process: its arguments, a free port, its log, its errors, and stopping it with
+everything it started."""
 
 from __future__ import annotations
 
@@ -11,18 +12,27 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
+from mme_triton.errors import LocalStackError
 from mme_triton.local.triton.procfs import remove_shm_regions
 
 __all__ = [
     "LOG_TAIL_BYTES",
+    "TritonLoadError",
+    "TritonRequestError",
+    "TritonStartError",
+    "check_hash",
     "error_message",
     "finalize",
     "free_port",
     "log_summary",
     "read_tail",
+    "server_argv",
+    "socket_directory",
     "startup_failure",
     "terminate",
 ]
@@ -32,6 +42,77 @@ logger = logging.getLogger("mme_triton.local.triton.server")
 LOG_TAIL_BYTES = 4000
 # "<path of the binary>: unrecognized option ..." as getopt writes it.
 _ARGV0 = re.compile(r"^\S*/tritonserver: ")
+
+
+class TritonRequestError(LocalStackError):
+    """Triton's SageMaker front-end answered a control request with an error status."""
+
+    def __init__(self, message: str, *, status: int, model_hash: str | None = None) -> None:
+        self.status = status
+        self.message = message
+        self.model_hash = model_hash
+        super().__init__(f"Triton answered HTTP {status}: {message}")
+
+
+class TritonStartError(LocalStackError):
+    """``tritonserver`` exited while starting; the message carries its reason, ``log`` the log's tail."""
+
+    def __init__(self, message: str, *, returncode: int, log: str) -> None:
+        self.returncode = returncode
+        self.log = log
+        super().__init__(message)
+
+
+class TritonLoadError(TritonRequestError):
+    """``POST /models`` failed: ``status`` is Triton's HTTP status (400, 507 ...), ``message`` its error."""
+
+
+class _PortInUseError(LocalStackError):
+    """The chosen free port was taken before Triton bound it."""
+
+
+def server_argv(
+    server: Path,
+    *,
+    log_verbose: int,
+    extra_args: Sequence[str],
+    port: int,
+    repository: Path,
+    backends: Path,
+    shm_prefix: str,
+) -> list[str]:
+    """``tritonserver``'s command line: the serve script's arguments first, then what the stack must
+    decide, which wins over them."""
+    return [
+        str(server),
+        "--exit-timeout-secs=5",
+        f"--log-verbose={log_verbose}",
+        *extra_args,
+        "--allow-sagemaker=true",
+        f"--sagemaker-port={port}",
+        "--allow-http=false",
+        "--allow-grpc=false",
+        "--allow-metrics=false",
+        "--allow-vertex-ai=false",
+        "--model-control-mode=explicit",
+        f"--model-repository={repository}",
+        f"--backend-directory={backends}",
+        f"--backend-config=python,shm-region-prefix-name={shm_prefix}",
+    ]
+
+
+def socket_directory() -> str:
+    """A fresh private directory (0700) for a server's unix socket, with a path short enough for one."""
+    directory = tempfile.mkdtemp(prefix="mme-triton-")
+    if len(directory) + len("/triton.sock") > 107:  # sun_path holds 108 bytes
+        os.rmdir(directory)
+        directory = tempfile.mkdtemp(prefix="mmt-", dir="/tmp")
+    return directory
+
+
+def check_hash(model_hash: str) -> None:
+    if not model_hash or "/" in model_hash or any(c.isspace() for c in model_hash):
+        raise ValueError(f"model_hash must be a non-empty name without '/' or spaces, got {model_hash!r}")
 
 
 def free_port() -> int:
@@ -128,13 +209,17 @@ def terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
 
 
 def finalize(
-    process: subprocess.Popen[bytes] | None, log: IO[bytes] | None, tmp: str | None, shm_prefix: str = ""
+    process: subprocess.Popen[bytes] | None,
+    log: IO[bytes] | None,
+    directories: Sequence[str | None],
+    shm_prefix: str = "",
 ) -> None:
     if process is not None:
         terminate(process, 5.0)
     if log is not None:
         log.close()
-    if tmp is not None:
-        shutil.rmtree(tmp, ignore_errors=True)
+    for directory in directories:
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)
     if shm_prefix:
         remove_shm_regions(shm_prefix)

@@ -2,12 +2,10 @@
 
 The binary, the python backend and its stubs come from the ``nvidia-pytriton`` wheel (the ``local`` extra).
 :class:`TritonServer` starts one ``tritonserver`` with ``SAGEMAKER_MULTI_MODEL=true`` and
-``--allow-sagemaker=true`` on a free port, with HTTP, gRPC and metrics turned off, so several servers can
-run side by side. Models are loaded, invoked and unloaded through the same routes SageMaker's platform
-uses inside a multi-model endpoint container (``POST /models``, ``POST /models/<hash>/invoke``,
-``DELETE /models/<hash>``).
-
-Only the standard library is used here: the HTTP calls go through :mod:`http.client`.
+``--allow-sagemaker=true``, in a network namespace of its own, with HTTP, gRPC and metrics turned off, so
+several servers can run side by side. Models are loaded, invoked and unloaded through the routes
+SageMaker's platform uses in a multi-model container (``POST /models``, ``POST /models/<hash>/invoke``,
+``DELETE /models/<hash>``), with :mod:`http.client`.
 """
 
 from __future__ import annotations
@@ -31,14 +29,22 @@ from mme_triton.errors import LocalStackError
 from mme_triton.local.triton._http import ConnectionPool
 from mme_triton.local.triton._process import (
     LOG_TAIL_BYTES,
+    TritonLoadError,
+    TritonRequestError,
+    TritonStartError,
+    _PortInUseError,
+    check_hash,
     error_message,
     finalize,
     free_port,
     log_summary,
     read_tail,
+    server_argv,
+    socket_directory,
     startup_failure,
     terminate,
 )
+from mme_triton.local.triton.netns import Connector, isolated_command, namespace_problem, warn_reachable
 from mme_triton.local.triton.procfs import (
     StubProcess,
     new_shm_prefix,
@@ -53,10 +59,12 @@ from mme_triton.local.triton.wheel import (
     find_triton,
     prepare_backends,
     python_info,
+    python_stub,
     server_environment,
 )
 
 __all__ = [
+    "ISOLATED_PORT",
     "StubProcess",
     "TritonInstallation",
     "TritonLoadError",
@@ -68,35 +76,19 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-
-class TritonRequestError(LocalStackError):
-    """Triton's SageMaker front-end answered a control request with an error status."""
-
-    def __init__(self, message: str, *, status: int, model_hash: str | None = None) -> None:
-        self.status = status
-        self.message = message
-        self.model_hash = model_hash
-        super().__init__(f"Triton answered HTTP {status}: {message}")
-
-
-class TritonStartError(LocalStackError):
-    """``tritonserver`` exited while starting; the message carries its reason, ``log`` the log's tail."""
-
-    def __init__(self, message: str, *, returncode: int, log: str) -> None:
-        self.returncode = returncode
-        self.log = log
-        super().__init__(message)
-
-
-class TritonLoadError(TritonRequestError):
-    """``POST /models`` failed: ``status`` is Triton's HTTP status (400, 507 ...), ``message`` its error."""
+ISOLATED_PORT = 8080
+"""The SageMaker front-end's port inside the server's own network namespace (SageMaker's container port)."""
 
 
 class TritonServer:
-    """One tritonserver process with the SageMaker front-end in multi-model mode, on a free port.
+    """One tritonserver process with the SageMaker front-end in multi-model mode, off the network.
 
     The server has an empty model repository and ``--model-control-mode=explicit``: models come and go
-    through :meth:`load` and :meth:`unload`, exactly as SageMaker's platform drives the front-end.
+    through :meth:`load` and :meth:`unload`, exactly as SageMaker's platform drives the front-end. It runs
+    in a network namespace of its own (:mod:`mme_triton.local.triton.netns`), where the front-end listens
+    on port 8080 as in SageMaker's container, reachable from this host only through :attr:`connector`
+    (a unix socket). Where the kernel refuses unprivileged namespaces it listens on a free port of this
+    host instead, on every interface, and a warning says so once.
 
     Parameters:
         workdir: where the server's scratch directory (backends, empty repository, log) is created;
@@ -144,6 +136,8 @@ class TritonServer:
         self._tmp: str | None = None
         self._finalizer: weakref.finalize[..., TritonServer] | None = None
         self._port: int | None = None
+        self._connector: Connector | None = None
+        self._sockets: str | None = None
         self._returncode: int | None = None
         self._shm_prefix = ""
         self._log_path: Path | None = None
@@ -168,12 +162,7 @@ class TritonServer:
                 raise RuntimeError("this TritonServer is already running")
             installation = find_triton()
             python = python_info(self._python_executable)
-            stub = installation.stubs / python.version / "triton_python_backend_stub"
-            if not stub.is_file():
-                raise LocalStackError(
-                    f"nvidia-pytriton has no python-backend stub for Python {python.version} "
-                    f"(looked for {stub}); use a Python it supports (3.8-3.13)"
-                )
+            stub = python_stub(installation, python)
             if self._workdir is not None:
                 self._workdir.mkdir(parents=True, exist_ok=True)
             tmp = tempfile.mkdtemp(prefix="mme-triton-", dir=self._workdir)
@@ -225,16 +214,26 @@ class TritonServer:
     # -- state -------------------------------------------------------------------------------------
 
     @property
-    def url(self) -> str:
-        """``http://127.0.0.1:<port>``: the SageMaker front-end."""
-        if self._port is None:
-            raise RuntimeError("the server has not been started")
-        return f"http://127.0.0.1:{self._port}"
+    def port(self) -> int | None:
+        """The SageMaker front-end's port where the server listens (8080 inside its own network namespace),
+        ``None`` before :meth:`start`."""
+        return self._port
 
     @property
-    def port(self) -> int | None:
-        """The SageMaker front-end's port, ``None`` before :meth:`start`."""
-        return self._port
+    def connector(self) -> Connector:
+        """Opens connections to the server's ports (``connector.connect(server.port)``)."""
+        if self._connector is None:
+            raise RuntimeError("the server has not been started")
+        return self._connector
+
+    @property
+    def address(self) -> str:
+        """Where the SageMaker front-end listens, in words (for messages)."""
+        if self._connector is None or self._port is None:
+            return "(not started)"
+        if self._connector.socket_path is not None:
+            return f"port {self._port} of its own network namespace (via {self._connector.socket_path})"
+        return f"port {self._port} of every interface"
 
     @property
     def pid(self) -> int | None:
@@ -282,7 +281,7 @@ class TritonServer:
                 is Triton's own, e.g. the backend's reason). Already loaded (409) is not an error.
             LocalStackError: the server is not reachable.
         """
-        _check_hash(model_hash)
+        check_hash(model_hash)
         body = json.dumps({"model_name": model_hash, "url": str(Path(model_dir).absolute())}).encode()
         headers = {TARGET_MODEL_HEADER: target_model, "Content-Type": "application/json"}
         started = time.monotonic()
@@ -313,7 +312,7 @@ class TritonServer:
             TritonRequestError: Triton refused to unload it.
             LocalStackError: the server is not reachable.
         """
-        _check_hash(model_hash)
+        check_hash(model_hash)
         target = target_model or self._targets.get(model_hash)
         headers = {TARGET_MODEL_HEADER: target} if target else {}
         status, _, answer = self._request("DELETE", f"/models/{model_hash}", b"", headers, timeout)
@@ -335,7 +334,7 @@ class TritonServer:
         Raises:
             LocalStackError: the server is not reachable (the message carries the log tail if it died).
         """
-        _check_hash(model_hash)
+        check_hash(model_hash)
         headers = {TARGET_MODEL_HEADER: target_model, "Content-Type": content_type}
         return self._request("POST", f"/models/{model_hash}/invoke", body, headers, timeout)
 
@@ -378,26 +377,29 @@ class TritonServer:
         self, installation: TritonInstallation, backends: Path, repository: Path, env: dict[str, str]
     ) -> None:
         assert self._log_path is not None and self._tmp is not None
-        self._port = free_port()
         self._shm_prefix = new_shm_prefix()
         remove_orphaned_shm_regions()  # what killed processes left (docs/local-triton.md)
-        # The serve script's arguments first; then what the stack must decide, which wins over them.
-        argv = [
-            str(installation.server),
-            "--exit-timeout-secs=5",
-            f"--log-verbose={self._log_verbose}",
-            *self._extra_args,
-            "--allow-sagemaker=true",
-            f"--sagemaker-port={self._port}",
-            "--allow-http=false",
-            "--allow-grpc=false",
-            "--allow-metrics=false",
-            "--allow-vertex-ai=false",
-            "--model-control-mode=explicit",
-            f"--model-repository={repository}",
-            f"--backend-directory={backends}",
-            f"--backend-config=python,shm-region-prefix-name={self._shm_prefix}",
-        ]
+        problem = namespace_problem()
+        if problem is None:
+            if self._sockets is None:
+                self._sockets = socket_directory()
+            socket_path = Path(self._sockets) / "triton.sock"
+            socket_path.unlink(missing_ok=True)
+            self._port, self._connector = ISOLATED_PORT, Connector(socket_path)
+        else:
+            self._port, self._connector = free_port(), Connector(None)
+            warn_reachable(self._port, problem)
+        argv = server_argv(
+            installation.server,
+            log_verbose=self._log_verbose,
+            extra_args=self._extra_args,
+            port=self._port,
+            repository=repository,
+            backends=backends,
+            shm_prefix=self._shm_prefix,
+        )
+        if self._connector.socket_path is not None:
+            argv = isolated_command(argv, self._connector.socket_path)
         log_file = self._log_path.open("wb")
         started = time.monotonic()
         try:
@@ -415,8 +417,10 @@ class TritonServer:
             raise LocalStackError(f"cannot run {installation.server}: {exc}") from exc
         self._process = process
         self._log_file = log_file
-        self._finalizer = weakref.finalize(self, finalize, process, log_file, self._tmp, self._shm_prefix)
-        logger.debug("started tritonserver pid %d on port %d", process.pid, self._port)
+        self._finalizer = weakref.finalize(
+            self, finalize, process, log_file, (self._tmp, self._sockets), self._shm_prefix
+        )
+        logger.debug("started tritonserver pid %d on %s", process.pid, self.address)
         deadline = started + self._startup_timeout
         while True:
             code = process.poll()
@@ -437,7 +441,7 @@ class TritonServer:
                 )
             if self.ping(timeout=1.0):
                 self.startup_seconds = time.monotonic() - started
-                logger.info("tritonserver ready at %s in %.2fs", self.url, self.startup_seconds)
+                logger.info("tritonserver ready on %s in %.2fs", self.address, self.startup_seconds)
                 return
             if time.monotonic() > deadline:
                 tail = log_summary(self._log_path)
@@ -457,9 +461,10 @@ class TritonServer:
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None
-        if self._tmp is not None:
-            shutil.rmtree(self._tmp, ignore_errors=True)
-            self._tmp = None
+        for directory in (self._tmp, self._sockets):
+            if directory is not None:
+                shutil.rmtree(directory, ignore_errors=True)
+        self._tmp = self._sockets = None
         if self._shm_prefix:
             # Regions a killed server or stub left behind would hold their memory until removed.
             remove_shm_regions(self._shm_prefix)
@@ -473,11 +478,11 @@ class TritonServer:
     def _request(
         self, method: str, path: str, body: bytes, headers: Mapping[str, str], timeout: float
     ) -> tuple[int, dict[str, str], bytes]:
-        port = self._port
-        if port is None:
+        port, connector = self._port, self._connector
+        if port is None or connector is None:
             raise LocalStackError("the Triton server is not running")
         try:
-            return self._pool.request(port, method, path, body, headers, timeout)
+            return self._pool.request(connector, port, method, path, body, headers, timeout)
         except (OSError, http.client.HTTPException) as exc:
             raise self._unreachable(method, path, exc) from exc
 
@@ -488,13 +493,4 @@ class TritonServer:
                 f"tritonserver exited with status {process.returncode}; {method} {path} failed:\n"
                 f"{self.log_tail()}"
             )
-        return LocalStackError(f"{method} {path} to Triton at port {self._port} failed: {exc}")
-
-
-class _PortInUseError(LocalStackError):
-    """The chosen free port was taken before Triton bound it."""
-
-
-def _check_hash(model_hash: str) -> None:
-    if not model_hash or "/" in model_hash or any(c.isspace() for c in model_hash):
-        raise ValueError(f"model_hash must be a non-empty name without '/' or spaces, got {model_hash!r}")
+        return LocalStackError(f"{method} {path} to Triton on {self.address} failed: {exc}")
