@@ -28,13 +28,18 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from mme_triton.errors import LocalStackError
+from mme_triton.local.route.budget import (
+    DEFAULT_RESERVED_MEMORY,
+    FROM_INSTANCE,
+    BudgetSetting,
+    endpoint_budget,
+)
 from mme_triton.local.route.endpoint_runtime import DEFAULT_READY_TIMEOUT, EndpointRuntime
 from mme_triton.local.route.limits import (
     DEFAULT_MAX_COMPRESSION_RATIO,
     DEFAULT_MAX_MEMBERS,
     check_limits,
 )
-from mme_triton.local.route.lru import DEFAULT_MEMORY_BUDGET
 from mme_triton.local.route.names import is_shell_safe
 from mme_triton.local.route.runtime import InvocationRuntime
 from mme_triton.local.serve import default_triton_factory
@@ -73,17 +78,20 @@ class LocalStack:
 
     Parameters:
         region: the region the stack's sessions use.
-        memory_budget: bytes an endpoint's loaded models may hold (their model instances' resident and
-            shared memory, at least their extracted files) before the least recently used are unloaded
-            (default 2 GiB; ``None``: no byte limit). See ``docs/local.md``.
+        memory_budget: what an endpoint's loaded models may hold (their model instances' resident and
+            shared memory, at least their extracted files) before the least recently used unused ones are
+            unloaded: ``"instance"`` (the default) for the production variant's instance type's memory less
+            ``reserved_memory``, at most half of this machine's memory; bytes; or ``None`` for no byte
+            limit. See ``docs/local.md``.
+        reserved_memory: what an instance keeps for itself, not for models (default 1 GiB).
         max_models: how many models an endpoint keeps loaded at most (``None``: no count limit).
         workdir: where the scratch directory (Triton's files, extracted models) is created; default: the
             system's temporary directory. It is removed by :meth:`stop`.
         transition_delay: seconds an endpoint stays ``Creating``/``Updating`` before it goes in service.
         log_verbose: Triton's ``--log-verbose`` level for the endpoints' servers.
         model_ready_timeout: seconds an InvokeEndpoint request waits for its model's download and load
-            (SageMaker's 60 s by default); after that it is answered ``ModelNotReadyException`` while the
-            load goes on, and a retry finds the model loaded.
+            (SageMaker's 60 s by default, which is also every request's whole budget); after that it is
+            answered ``ModelNotReadyException`` while the load goes on, and a retry finds the model loaded.
         check_platform: refuse to start on a platform the Triton wheel cannot run on.
         shm_limit: ceiling on the python backend's shared memory per model instance (default 64 MiB):
             a larger ``SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE`` (AWS's samples set 16 GB) or
@@ -113,7 +121,8 @@ class LocalStack:
         self,
         *,
         region: str = "us-east-1",
-        memory_budget: int | None = DEFAULT_MEMORY_BUDGET,
+        memory_budget: BudgetSetting = FROM_INSTANCE,
+        reserved_memory: int = DEFAULT_RESERVED_MEMORY,
         max_models: int | None = None,
         workdir: str | Path | None = None,
         transition_delay: float = 0.0,
@@ -125,8 +134,11 @@ class LocalStack:
         max_archive_members: int = DEFAULT_MAX_MEMBERS,
         max_compression_ratio: float = DEFAULT_MAX_COMPRESSION_RATIO,
     ) -> None:
-        if memory_budget is not None and memory_budget <= 0:
-            raise ValueError("memory_budget must be > 0 bytes (or None for no byte limit)")
+        if memory_budget is not None and memory_budget != FROM_INSTANCE and memory_budget <= 0:
+            raise ValueError("memory_budget must be > 0 bytes (or None for no byte limit, or 'instance')")
+        endpoint_budget(memory_budget, None)  # any other misuse
+        if reserved_memory < 0:
+            raise ValueError("reserved_memory must be >= 0 bytes")
         if max_models is not None and max_models <= 0:
             raise ValueError("max_models must be > 0 (or None for no count limit)")
         if transition_delay < 0:
@@ -135,6 +147,7 @@ class LocalStack:
             raise ValueError("model_ready_timeout must be > 0 seconds")
         self.region = region
         self.memory_budget = memory_budget
+        self.reserved_memory = reserved_memory
         self.max_models = max_models
         self._workdir_parent = Path(workdir) if workdir is not None else None
         self._transition_delay = transition_delay
@@ -197,6 +210,7 @@ class LocalStack:
                 workdir=workdir / "endpoints",
                 region=self.region,
                 memory_budget=self.memory_budget,
+                reserved_memory=self.reserved_memory,
                 max_models=self.max_models,
                 triton_factory=default_triton_factory(
                     log_verbose=self._log_verbose, shm_limit=self.shm_limit

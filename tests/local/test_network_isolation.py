@@ -23,6 +23,7 @@ import pytest
 
 from mme_triton import MMEClient, deploy_mme
 from mme_triton.local import LocalStack
+from mme_triton.local.triton import netns
 from mme_triton.local.triton._http import ConnectorHTTPConnection
 from mme_triton.local.triton.netns import PortForward, namespace_problem
 from mme_triton.local.triton.server import TritonServer
@@ -160,9 +161,7 @@ def test_socket_tables_show_a_server_that_listens_on_every_interface(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """The check above can fail: a server started as on a kernel without namespaces is found."""
-    import mme_triton.local.triton.server as server_module
-
-    monkeypatch.setattr(server_module, "namespace_problem", lambda: "refused for this test")
+    monkeypatch.setattr(netns, "namespace_problem", lambda: "refused for this test")
     with TritonServer(workdir=tmp_path) as server:
         exposed, _ = _exposed_sockets(os.getpid())
     assert exposed == [f"tcp 0.0.0.0:{server.port} (tritonserver)"]

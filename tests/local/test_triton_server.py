@@ -26,6 +26,7 @@ from triton_fixtures import (
 
 import mme_triton.local.triton.server as triton_module
 from mme_triton.errors import LocalStackError
+from mme_triton.local.triton import netns
 from mme_triton.local.triton._http import ConnectorHTTPConnection
 from mme_triton.local.triton.server import TritonLoadError, TritonServer, find_triton
 
@@ -194,7 +195,7 @@ def test_triton_server_retries_when_its_port_is_taken_first(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """Without network namespaces (a kernel that refuses them) the server takes a free port of this host."""
-    monkeypatch.setattr(triton_module, "namespace_problem", lambda: "refused for this test")
+    monkeypatch.setattr(netns, "namespace_problem", lambda: "refused for this test")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()

@@ -13,7 +13,8 @@ import signal
 import socket
 import subprocess
 import tempfile
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -25,6 +26,7 @@ __all__ = [
     "TritonLoadError",
     "TritonRequestError",
     "TritonStartError",
+    "TritonTimeoutError",
     "check_hash",
     "error_message",
     "finalize",
@@ -35,6 +37,7 @@ __all__ = [
     "socket_directory",
     "startup_failure",
     "terminate",
+    "wait_until_ready",
 ]
 
 logger = logging.getLogger("mme_triton.local.triton.server")
@@ -61,6 +64,10 @@ class TritonStartError(LocalStackError):
         self.returncode = returncode
         self.log = log
         super().__init__(message)
+
+
+class TritonTimeoutError(LocalStackError):
+    """Triton did not answer a request within its timeout (the request may still be running there)."""
 
 
 class TritonLoadError(TritonRequestError):
@@ -206,6 +213,41 @@ def terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
     # Stubs watch their parent and exit with it; anything left in the group is ours to end.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
+
+
+def wait_until_ready(
+    process: subprocess.Popen[bytes],
+    log_path: Path,
+    ping: Callable[..., bool],
+    *,
+    started: float,
+    timeout: float,
+) -> None:
+    """Return once ``ping(timeout=1.0)`` is true; raise when the process exits first (stopping it when it
+    is still not ready ``timeout`` seconds after ``started``, a :func:`time.monotonic` value).
+
+    Raises:
+        TritonStartError: it exited while starting, with its reason.
+        LocalStackError: it was not ready in time (the log's tail).
+    """
+    while True:
+        code = process.poll()
+        if code is not None:
+            tail = log_summary(log_path)
+            if "already in use" in tail:
+                raise _PortInUseError("the port was already in use")
+            raise TritonStartError(
+                f"tritonserver exited with status {code} while starting: {startup_failure(log_path)}",
+                returncode=code,
+                log=tail,
+            )
+        if ping(timeout=1.0):
+            return
+        if time.monotonic() > started + timeout:
+            tail = log_summary(log_path)
+            terminate(process, 5.0)
+            raise LocalStackError(f"tritonserver was not ready after {timeout:.0f}s:\n{tail}")
+        time.sleep(0.05)
 
 
 def finalize(

@@ -37,6 +37,7 @@ from pathlib import Path
 
 __all__ = [
     "ALLOW_NAMESPACES_HINT",
+    "ISOLATED_PORT",
     "Connector",
     "PortForward",
     "isolated_command",
@@ -45,6 +46,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger("mme_triton.local.triton.server")
+
+ISOLATED_PORT = 8080
+"""The port a server listens on inside its own network namespace: SageMaker's container port."""
 
 _HELPER = Path(__file__).with_name("_netns_helper.py")
 _reachable_warned = threading.Event()

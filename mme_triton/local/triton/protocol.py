@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from mme_triton.local.triton.frontend import FrontEnd
     from mme_triton.local.triton.netns import Connector
     from mme_triton.local.triton.procfs import StubProcess
 
@@ -24,6 +25,8 @@ class TritonLike(Protocol):
     def port(self) -> int | None: ...
     @property
     def connector(self) -> Connector: ...
+    @property
+    def front_end(self) -> FrontEnd: ...
     @property
     def address(self) -> str: ...
     @property

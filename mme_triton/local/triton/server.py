@@ -24,27 +24,29 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from mme_triton._sagemaker import TARGET_MODEL_HEADER
+from mme_triton._sagemaker import INVOCATION_TIMEOUT_SECONDS, TARGET_MODEL_HEADER
 from mme_triton.errors import LocalStackError
-from mme_triton.local.triton._http import ConnectionPool
+from mme_triton.local.triton import netns
+from mme_triton.local.triton._http import ConnectionPool, control_request, ping
 from mme_triton.local.triton._process import (
     LOG_TAIL_BYTES,
     TritonLoadError,
     TritonRequestError,
     TritonStartError,
+    TritonTimeoutError,
     _PortInUseError,
     check_hash,
     error_message,
     finalize,
     free_port,
-    log_summary,
     read_tail,
     server_argv,
     socket_directory,
-    startup_failure,
     terminate,
+    wait_until_ready,
 )
-from mme_triton.local.triton.netns import Connector, isolated_command, namespace_problem, warn_reachable
+from mme_triton.local.triton.frontend import FrontEnd
+from mme_triton.local.triton.netns import Connector
 from mme_triton.local.triton.procfs import (
     StubProcess,
     new_shm_prefix,
@@ -64,20 +66,17 @@ from mme_triton.local.triton.wheel import (
 )
 
 __all__ = [
-    "ISOLATED_PORT",
     "StubProcess",
     "TritonInstallation",
     "TritonLoadError",
     "TritonRequestError",
     "TritonServer",
     "TritonStartError",
+    "TritonTimeoutError",
     "find_triton",
 ]
 
 logger = logging.getLogger(__name__)
-
-ISOLATED_PORT = 8080
-"""The SageMaker front-end's port inside the server's own network namespace (SageMaker's container port)."""
 
 
 class TritonServer:
@@ -137,6 +136,7 @@ class TritonServer:
         self._finalizer: weakref.finalize[..., TritonServer] | None = None
         self._port: int | None = None
         self._connector: Connector | None = None
+        self._front_end: FrontEnd | None = None
         self._sockets: str | None = None
         self._returncode: int | None = None
         self._shm_prefix = ""
@@ -227,6 +227,13 @@ class TritonServer:
         return self._connector
 
     @property
+    def front_end(self) -> FrontEnd:
+        """The SageMaker front-end: connections to it, each on a known worker thread."""
+        if self._front_end is None:
+            raise RuntimeError("the server is not running")
+        return self._front_end
+
+    @property
     def address(self) -> str:
         """Where the SageMaker front-end listens, in words (for messages)."""
         if self._connector is None or self._port is None:
@@ -285,7 +292,7 @@ class TritonServer:
         body = json.dumps({"model_name": model_hash, "url": str(Path(model_dir).absolute())}).encode()
         headers = {TARGET_MODEL_HEADER: target_model, "Content-Type": "application/json"}
         started = time.monotonic()
-        status, _, answer = self._request("POST", "/models", body, headers, timeout)
+        status, _, answer = self._request("POST", "/models", body, headers, timeout, control=True)
         if status == 409:
             logger.debug("model %s (%s) is already loaded", model_hash, target_model)
             self._targets[model_hash] = target_model
@@ -315,7 +322,9 @@ class TritonServer:
         check_hash(model_hash)
         target = target_model or self._targets.get(model_hash)
         headers = {TARGET_MODEL_HEADER: target} if target else {}
-        status, _, answer = self._request("DELETE", f"/models/{model_hash}", b"", headers, timeout)
+        status, _, answer = self._request(
+            "DELETE", f"/models/{model_hash}", b"", headers, timeout, control=True
+        )
         self._targets.pop(model_hash, None)
         if status == 404:
             logger.debug("model %s was not loaded", model_hash)
@@ -332,6 +341,7 @@ class TritonServer:
             Triton's status, its response headers (names lower-cased) and its body, unchanged.
 
         Raises:
+            TritonTimeoutError: no answer within ``timeout`` (the request may still run in Triton).
             LocalStackError: the server is not reachable (the message carries the log tail if it died).
         """
         check_hash(model_hash)
@@ -340,11 +350,8 @@ class TritonServer:
 
     def ping(self, *, timeout: float = 5.0) -> bool:
         """``True`` when ``GET /ping`` answers 200."""
-        try:
-            status, _, _ = self._request("GET", "/ping", b"", {}, timeout)
-        except LocalStackError:
-            return False
-        return status == 200
+        connector, port = self._connector, self._port
+        return connector is not None and port is not None and ping(connector, port, timeout=timeout)
 
     # -- memory ------------------------------------------------------------------------------------
 
@@ -379,16 +386,16 @@ class TritonServer:
         assert self._log_path is not None and self._tmp is not None
         self._shm_prefix = new_shm_prefix()
         remove_orphaned_shm_regions()  # what killed processes left (docs/local-triton.md)
-        problem = namespace_problem()
+        problem = netns.namespace_problem()
         if problem is None:
             if self._sockets is None:
                 self._sockets = socket_directory()
             socket_path = Path(self._sockets) / "triton.sock"
             socket_path.unlink(missing_ok=True)
-            self._port, self._connector = ISOLATED_PORT, Connector(socket_path)
+            self._port, self._connector = netns.ISOLATED_PORT, Connector(socket_path)
         else:
             self._port, self._connector = free_port(), Connector(None)
-            warn_reachable(self._port, problem)
+            netns.warn_reachable(self._port, problem)
         argv = server_argv(
             installation.server,
             log_verbose=self._log_verbose,
@@ -399,7 +406,7 @@ class TritonServer:
             shm_prefix=self._shm_prefix,
         )
         if self._connector.socket_path is not None:
-            argv = isolated_command(argv, self._connector.socket_path)
+            argv = netns.isolated_command(argv, self._connector.socket_path)
         log_file = self._log_path.open("wb")
         started = time.monotonic()
         try:
@@ -421,38 +428,20 @@ class TritonServer:
             self, finalize, process, log_file, (self._tmp, self._sockets), self._shm_prefix
         )
         logger.debug("started tritonserver pid %d on %s", process.pid, self.address)
-        deadline = started + self._startup_timeout
-        while True:
-            code = process.poll()
-            if code is not None:
-                self._returncode = code
-                tail = log_summary(self._log_path)
-                self._finalizer.detach()
-                self._process = None
-                log_file.close()
-                self._log_file = None
-                if "already in use" in tail:
-                    raise _PortInUseError(f"port {self._port} was already in use")
-                reason = startup_failure(self._log_path)
-                raise TritonStartError(
-                    f"tritonserver exited with status {code} while starting: {reason}",
-                    returncode=code,
-                    log=tail,
-                )
-            if self.ping(timeout=1.0):
-                self.startup_seconds = time.monotonic() - started
-                logger.info("tritonserver ready on %s in %.2fs", self.address, self.startup_seconds)
-                return
-            if time.monotonic() > deadline:
-                tail = log_summary(self._log_path)
-                terminate(process, 5.0)
-                self._returncode = process.returncode
-                self._finalizer.detach()
-                self._process = None
-                raise LocalStackError(
-                    f"tritonserver was not ready after {self._startup_timeout:.0f}s:\n{tail}"
-                )
-            time.sleep(0.05)
+        try:
+            wait_until_ready(
+                process, self._log_path, self.ping, started=started, timeout=self._startup_timeout
+            )
+        except LocalStackError:  # it exited, or it was stopped for not answering in time
+            self._returncode = process.returncode
+            self._finalizer.detach()
+            self._process = None
+            log_file.close()
+            self._log_file = None
+            raise
+        self._front_end = FrontEnd(self._connector, self._port, process.pid)
+        self.startup_seconds = time.monotonic() - started
+        logger.info("tritonserver ready on %s in %.2fs", self.address, self.startup_seconds)
 
     def _cleanup(self) -> None:
         if self._finalizer is not None:
@@ -468,7 +457,7 @@ class TritonServer:
         if self._shm_prefix:
             # Regions a killed server or stub left behind would hold their memory until removed.
             remove_shm_regions(self._shm_prefix)
-        self._process = None
+        self._process = self._front_end = None
         self._targets.clear()
         self._pool.close()
 
@@ -476,13 +465,26 @@ class TritonServer:
         return f"no message from Triton; log tail:\n{self.log_tail()}"
 
     def _request(
-        self, method: str, path: str, body: bytes, headers: Mapping[str, str], timeout: float
+        self,
+        method: str,
+        path: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        timeout: float,
+        *,
+        control: bool = False,
     ) -> tuple[int, dict[str, str], bytes]:
-        port, connector = self._port, self._connector
-        if port is None or connector is None:
+        """A request (``control``: a load or unload, on a worker it reserves; see :mod:`.frontend`)."""
+        front = self._front_end
+        if front is None:
             raise LocalStackError("the Triton server is not running")
         try:
-            return self._pool.request(connector, port, method, path, body, headers, timeout)
+            if control:  # the invocations already running on its worker finish first
+                drain = min(timeout, INVOCATION_TIMEOUT_SECONDS)
+                return control_request(front, method, path, body, headers, timeout, drain_timeout=drain)
+            return self._pool.request(front, method, path, body, headers, timeout)
+        except TimeoutError as exc:
+            raise TritonTimeoutError(f"{method} {path}: Triton did not answer within {timeout:g}s") from exc
         except (OSError, http.client.HTTPException) as exc:
             raise self._unreachable(method, path, exc) from exc
 
