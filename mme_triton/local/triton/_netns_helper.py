@@ -9,7 +9,8 @@ with the standard library only (the interpreter starts isolated, without site-pa
   and served by a child process, the *connector* (``_netns_helper.py --connector <fd> <parent pid>``): a
   client writes a port number and a newline, and gets back a TCP socket already connected to
   ``127.0.0.1:<port>`` inside the namespace (passed with ``SCM_RIGHTS``), or ``E<errno>``. The client
-  then speaks to the port directly: no byte is relayed.
+  then speaks to the port directly: no byte is relayed. ``diag`` instead of a port gets a ``sock_diag``
+  netlink socket of the namespace (to look its sockets up, as ``ss`` does).
 - This process then becomes ``<command>`` (``exec``, same pid); the connector dies with it.
 
 ``--probe`` instead of a socket only brings loopback up and exits 0: the check that all of this works.
@@ -30,6 +31,7 @@ _SIOCGIFFLAGS = 0x8913
 _SIOCSIFFLAGS = 0x8914
 _IFF_UP = 0x1
 _PR_SET_PDEATHSIG = 1
+_NETLINK_SOCK_DIAG = 4
 
 
 def loopback_up() -> None:
@@ -48,7 +50,12 @@ def serve(listener: socket.socket, parent: int) -> None:
         with client:
             client.settimeout(5.0)
             try:
-                port = int(client.recv(16).strip())
+                asked = client.recv(16).strip()
+                if asked == b"diag":
+                    with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as diag:
+                        socket.send_fds(client, [b"K"], [diag.fileno()])
+                    continue
+                port = int(asked)
                 with socket.create_connection(("127.0.0.1", port), timeout=5.0) as upstream:
                     socket.send_fds(client, [b"K"], [upstream.fileno()])
             except (OSError, ValueError) as exc:

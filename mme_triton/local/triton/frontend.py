@@ -12,11 +12,12 @@ on an idle server every connection lands on the first worker: a control call on 
 not enough.
 
 :class:`FrontEnd` keeps invocations off an occupied worker. It reads which worker owns a connection from
-``/proc`` (the server-side socket of the connection, its file descriptor, and the worker's ``epoll``
-instance that watches that descriptor, ``/proc/<pid>/fdinfo/<epoll fd>``); a control call takes a fresh
+the kernel: the server's end of the connection (a ``sock_diag`` lookup in the server's network namespace,
+as ``ss`` does) and the worker's ``epoll`` instance that lists that socket
+(``/proc/<pid>/fdinfo/<epoll fd>``); a control call takes a fresh
 connection, reserves its worker, lets the invocations running there finish, and only then sends its
 request; invocations use connections on other workers meanwhile (a connection opened while a worker runs
-a callback never lands on it). Where ``/proc`` does not show epoll registrations, nothing is reserved.
+a callback never lands on it). Where the kernel does not show them, nothing is reserved.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import contextlib
 import logging
 import os
 import socket
+import struct
 import threading
 import time
 from collections import Counter
@@ -54,11 +56,14 @@ class FrontEnd:
         self.connector = connector
         self.port = port
         self.pid = pid
-        self._changed = threading.Condition()
+        self._changed = threading.Condition(threading.Lock())
         self._in_flight: Counter[int] = Counter()
         self._reserved: Counter[int] = Counter()
         self._settling = 0
         self._supported: bool | None = None
+        self._epolls: list[int] = []
+        self._diag: socket.socket | None = None
+        self._diag_lock = threading.Lock()
 
     # -- connections ---------------------------------------------------------------------------------
 
@@ -78,9 +83,10 @@ class FrontEnd:
             return None
         client_port = sock.getsockname()[1]
         deadline = time.monotonic() + wait
-        pause = 0.0005
+        pause = 0.0002
         while True:
-            worker = _worker(self.pid, self.port, client_port)
+            inode = self._inode(client_port)
+            worker = _epoll_of(self.pid, inode, self._epolls) if inode is not None else None
             if worker is not None:
                 return worker
             if time.monotonic() > deadline:
@@ -92,13 +98,31 @@ class FrontEnd:
     def supported(self) -> bool:
         """Whether ``/proc`` shows which worker holds a connection (the listening socket's epoll entry)."""
         if self._supported is None:
-            self._supported = _listener_watched(self.pid, self.port)
+            self._epolls = _epolls(self.pid)
+            try:
+                self._diag = self.connector.diag_socket(timeout=5.0)
+                self._diag.settimeout(5.0)
+                listener = self._inode(None)
+            except OSError as exc:
+                logger.debug("no sock_diag socket for the front-end: %s", exc)
+                listener = None
+            self._supported = listener is not None and _epoll_of(self.pid, listener, self._epolls) is not None
             if not self._supported:
                 logger.info(
                     "cannot tell the front-end's worker threads apart from /proc: loads and unloads may "
                     "delay invocations that share their thread"
                 )
         return self._supported
+
+    def close(self) -> None:
+        """Close the ``sock_diag`` socket (the server stopped)."""
+        if self._diag is not None:
+            self._diag.close()
+
+    def _inode(self, client_port: int | None) -> int | None:
+        assert self._diag is not None
+        with self._diag_lock:
+            return _socket_inode(self._diag, self.port, client_port)
 
     # -- invocations ---------------------------------------------------------------------------------
 
@@ -164,82 +188,63 @@ class FrontEnd:
                 self._changed.notify_all()
 
 
-# -- /proc ------------------------------------------------------------------------------------------
+# -- /proc and sock_diag ---------------------------------------------------------------------------
+
+_SOCK_DIAG_BY_FAMILY = 20
+_NLM_F_REQUEST = 1
+_NLMSG_ERROR = 2
+_TCP_ESTABLISHED, _TCP_LISTEN = 1, 10
+_NO_COOKIE = 0xFFFFFFFF
+_LOOPBACK = socket.inet_aton("127.0.0.1") + bytes(12)
 
 
-def _worker(pid: int, port: int, client_port: int) -> int | None:
-    """The epoll descriptor (one per worker) that watches the server side of the connection whose client
-    end is ``127.0.0.1:<client_port>``; ``None`` when it is not registered yet."""
-    inode = _server_inode(pid, port, client_port)
-    if inode is None:
+def _socket_inode(diag: socket.socket, port: int, client_port: int | None = None) -> int | None:
+    """The inode of the server's socket on ``127.0.0.1:<port>``: its listener (``client_port`` None), or
+    its end of the connection from ``127.0.0.1:<client_port>``; ``None`` when there is none, or the server
+    has not accepted it yet (a socket has an inode from ``accept()`` on).
+
+    One exact ``sock_diag`` lookup (``inet_diag_req_v2`` without ``NLM_F_DUMP``), as ``ss`` does: reading
+    ``/proc/<pid>/net/tcp`` walks the kernel's whole connection table, milliseconds on a large machine.
+    """
+    states = 1 << (_TCP_LISTEN if client_port is None else _TCP_ESTABLISHED)
+    sockid = struct.pack(
+        "!HH16s16s", port, client_port or 0, _LOOPBACK, _LOOPBACK if client_port else bytes(16)
+    ) + struct.pack("=III", 0, _NO_COOKIE, _NO_COOKIE)
+    request = struct.pack("=BBBBI", socket.AF_INET, socket.IPPROTO_TCP, 0, 0, states) + sockid
+    header = struct.pack("=IHHII", 16 + len(request), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, 0, 0)
+    diag.send(header + request)
+    answer = diag.recv(65536)
+    length, kind = struct.unpack_from("=IH", answer)
+    if kind == _NLMSG_ERROR or length < 16 + 72:
         return None
-    fd = _descriptor(pid, inode)
-    if fd is None:
-        return None
-    for epoll, watched in _epolls(pid).items():
-        if fd in watched:
-            return epoll
-    return None
+    inode = struct.unpack_from("=I", answer, 16 + 68)[0]
+    return int(inode) or None
 
 
-def _server_inode(pid: int, port: int, client_port: int) -> int | None:
-    local, remote = f":{port:04X}", f":{client_port:04X}"
-    for table in ("tcp", "tcp6"):
-        try:
-            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if fields[1].endswith(local) and fields[2].endswith(remote) and fields[3] == "01":
-                return int(fields[9])
-    return None
-
-
-def _descriptor(pid: int, inode: int) -> int | None:
-    target = f"socket:[{inode}]"
-    try:
-        entries = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return None
-    for entry in entries:
-        try:
-            if os.readlink(f"/proc/{pid}/fd/{entry}") == target:
-                return int(entry)
-        except OSError:
-            continue
-    return None
-
-
-def _epolls(pid: int) -> dict[int, set[int]]:
-    """Every epoll instance of the process and the descriptors it watches."""
-    found: dict[int, set[int]] = {}
+def _epolls(pid: int) -> list[int]:
+    """The process's epoll descriptors (the listener's and one per worker thread)."""
+    found: list[int] = []
     try:
         entries = os.listdir(f"/proc/{pid}/fd")
     except OSError:
         return found
     for entry in entries:
         try:
-            if os.readlink(f"/proc/{pid}/fd/{entry}") != "anon_inode:[eventpoll]":
-                continue
-            text = Path(f"/proc/{pid}/fdinfo/{entry}").read_text()
+            if os.readlink(f"/proc/{pid}/fd/{entry}") == "anon_inode:[eventpoll]":
+                found.append(int(entry))
         except OSError:
             continue
-        found[int(entry)] = {int(line.split()[1]) for line in text.splitlines() if line.startswith("tfd:")}
-    return found
+    return sorted(found)
 
 
-def _listener_watched(pid: int, port: int) -> bool:
-    """Whether an epoll entry of the process watches its listening socket on ``port``."""
-    local = f":{port:04X}"
-    inodes = set()
-    for table in ("tcp", "tcp6"):
+def _epoll_of(pid: int, inode: int, epolls: list[int]) -> int | None:
+    """The epoll of the process that watches the socket ``inode`` (an epoll's fdinfo lists each watched
+    file with its inode, ``ino:<hex>``)."""
+    needle = f"ino:{inode:x} "
+    for epoll in epolls:
         try:
-            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+            if needle in Path(f"/proc/{pid}/fdinfo/{epoll}").read_text():
+                return epoll
         except OSError:
             continue
-        inodes |= {
-            int(f[9]) for f in (line.split() for line in lines) if f[1].endswith(local) and f[3] == "0A"
-        }
-    fds = {fd for fd in (_descriptor(pid, inode) for inode in inodes) if fd is not None}
-    return any(fds & watched for watched in _epolls(pid).values())
+    return None

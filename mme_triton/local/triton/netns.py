@@ -51,6 +51,7 @@ ISOLATED_PORT = 8080
 """The port a server listens on inside its own network namespace: SageMaker's container port."""
 
 _HELPER = Path(__file__).with_name("_netns_helper.py")
+_NETLINK_SOCK_DIAG = 4
 _reachable_warned = threading.Event()
 
 ALLOW_NAMESPACES_HINT = (
@@ -138,23 +139,39 @@ class Connector:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock
 
+    def diag_socket(self, *, timeout: float | None = None) -> socket.socket:
+        """A ``sock_diag`` netlink socket of the server's network namespace: it looks up the sockets there
+        (:mod:`mme_triton.local.triton.frontend` finds the server side of a connection with it).
+
+        Raises:
+            OSError: the connector refused.
+        """
+        if self.socket_path is None:
+            return socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG)
+        return self._receive(b"diag\n", "a sock_diag socket", timeout)
+
     def _connect(self, port: int, timeout: float | None) -> socket.socket:
         if self.socket_path is None:
             return socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        sock = self._receive(f"{port}\n".encode(), f"a connection to port {port}", timeout)
+        sock.settimeout(timeout)
+        return sock
+
+    def _receive(self, request: bytes, what: str, timeout: float | None) -> socket.socket:
+        """Ask the connector for a socket of the namespace; it comes back as a file descriptor."""
+        assert self.socket_path is not None
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as control:
             control.settimeout(timeout)
             control.connect(str(self.socket_path))
-            control.sendall(f"{port}\n".encode())
+            control.sendall(request)
             message, fds, _, _ = socket.recv_fds(control, 64, 1)
         if not fds:
             text = message.decode("ascii", "replace")
             code = int(text[1:]) if text[:1] == "E" and text[1:].isdigit() else 0
-            raise OSError(code, f"cannot connect to port {port} in the namespace: {os.strerror(code)}")
-        sock = socket.socket(fileno=fds[0])
+            raise OSError(code, f"cannot get {what} in the namespace: {os.strerror(code)}")
         for extra in fds[1:]:
             os.close(extra)
-        sock.settimeout(timeout)
-        return sock
+        return socket.socket(fileno=fds[0])
 
     def __repr__(self) -> str:
         where = f"through {self.socket_path}" if self.socket_path else "on 127.0.0.1"

@@ -457,6 +457,8 @@ class TritonServer:
         if self._shm_prefix:
             # Regions a killed server or stub left behind would hold their memory until removed.
             remove_shm_regions(self._shm_prefix)
+        if self._front_end is not None:
+            self._front_end.close()
         self._process = self._front_end = None
         self._targets.clear()
         self._pool.close()
