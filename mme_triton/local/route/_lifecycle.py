@@ -37,7 +37,7 @@ __all__ = ["Lifecycle"]
 logger = logging.getLogger("mme_triton.local.route.endpoint_runtime")
 
 
-def _held(name: str) -> bool:
+def _keep_all(name: str) -> bool:
     return True
 
 
@@ -201,7 +201,7 @@ class Lifecycle(ModelCache):
                     others = {k: v for k, v in self._reserved.items() if k != target_model}
                     free = self._lru.room_for(
                         estimate,
-                        keep=_held,
+                        keep=_keep_all,
                         pending_bytes=sum(others.values()) + sum(self._unloading_bytes.values()),
                         pending_count=len(others) + len(self._unloading_bytes),
                     )
