@@ -30,6 +30,7 @@ from mme_triton.errors import (
     ModelOutOfMemoryError,
     ModelValidationError,
     PayloadTooLargeError,
+    ProfileError,
     TeardownError,
     ThrottlingError,
     UnsupportedPlatformError,
@@ -39,6 +40,9 @@ if TYPE_CHECKING:
     from mme_triton.artifact.digest import content_digest
     from mme_triton.artifact.package import Artifact, package_model
     from mme_triton.artifact.s3 import UploadedArtifact, list_models, remove_model, upload_models
+    from mme_triton.capacity.plan import CapacityPlan, plan_capacity
+    from mme_triton.capacity.profile import ModelProfile
+    from mme_triton.capacity.traffic import Traffic
     from mme_triton.client.client import MMEClient
     from mme_triton.client.codec import (
         InferInput,
@@ -51,6 +55,8 @@ if TYPE_CHECKING:
     from mme_triton.endpoint.environment import TritonEnvironment
     from mme_triton.endpoint.handle import Endpoint
     from mme_triton.endpoint.images import triton_image_uri
+    from mme_triton.endpoint.instance_specs import INSTANCE_TYPES, InstanceType
+    from mme_triton.endpoint.metrics import EndpointMetrics, endpoint_metrics
     from mme_triton.endpoint.planning import DeploymentPlan, plan_deployment
     from mme_triton.endpoint.teardown import TeardownReport, sweep, teardown
     from mme_triton.model.authoring import configure_model, read_config
@@ -61,6 +67,9 @@ if TYPE_CHECKING:
     from mme_triton.model.python_model import TensorSpec, new_python_model
     from mme_triton.model.repository import TritonModel, load_model
     from mme_triton.model.validate import validate_model, validate_repository
+    from mme_triton.profile.candidates import Candidate
+    from mme_triton.profile.report import ProfileReport
+    from mme_triton.profile.run import profile_model
 
 __version__ = "0.1.0"
 
@@ -84,6 +93,8 @@ _LAZY: dict[str, str] = {
     "plan_deployment": "mme_triton.endpoint.planning",
     "DeploymentPlan": "mme_triton.endpoint.planning",
     "Endpoint": "mme_triton.endpoint.handle",
+    "endpoint_metrics": "mme_triton.endpoint.metrics",
+    "EndpointMetrics": "mme_triton.endpoint.metrics",
     "AutoScaling": "mme_triton.endpoint.autoscaling",
     "teardown": "mme_triton.endpoint.teardown",
     "sweep": "mme_triton.endpoint.teardown",
@@ -104,13 +115,25 @@ _LAZY: dict[str, str] = {
     "new_python_model": "mme_triton.model.python_model",
     "TensorSpec": "mme_triton.model.python_model",
     "perf_analyzer_data": "mme_triton.model.perf_data",
+    "profile_model": "mme_triton.profile.run",
+    "Candidate": "mme_triton.profile.candidates",
+    "ProfileReport": "mme_triton.profile.report",
+    "ModelProfile": "mme_triton.capacity.profile",
+    "Traffic": "mme_triton.capacity.traffic",
+    "InstanceType": "mme_triton.endpoint.instance_specs",
+    "INSTANCE_TYPES": "mme_triton.endpoint.instance_specs",
+    "plan_capacity": "mme_triton.capacity.plan",
+    "CapacityPlan": "mme_triton.capacity.plan",
 }
 
-__all__ = [
+# In Python's sort order (tests/test_public_api.py), which puts INSTANCE_TYPES where isort-style would not.
+__all__ = [  # noqa: RUF022
     "Artifact",
     "ArtifactConflictError",
     "ArtifactError",
     "AutoScaling",
+    "Candidate",
+    "CapacityPlan",
     "CodecError",
     "DeploymentError",
     "DeploymentPlan",
@@ -119,13 +142,16 @@ __all__ = [
     "Endpoint",
     "EndpointError",
     "EndpointFailedError",
+    "EndpointMetrics",
     "EndpointNotFoundError",
     "EnsembleStep",
     "ExportError",
+    "INSTANCE_TYPES",
     "InferInput",
     "InferRequestedOutput",
     "InferenceError",
     "InstanceGroup",
+    "InstanceType",
     "InvalidInputError",
     "LocalStackError",
     "MMEClient",
@@ -135,15 +161,19 @@ __all__ = [
     "ModelNotFoundError",
     "ModelNotReadyError",
     "ModelOutOfMemoryError",
+    "ModelProfile",
     "ModelValidationError",
     "ModelWarmup",
     "PayloadTooLargeError",
     "Problem",
+    "ProfileError",
+    "ProfileReport",
     "TeardownError",
     "TeardownReport",
     "TensorRT",
     "TensorSpec",
     "ThrottlingError",
+    "Traffic",
     "TritonEnvironment",
     "TritonModel",
     "UnsupportedPlatformError",
@@ -155,12 +185,15 @@ __all__ = [
     "decode_response",
     "deploy_mme",
     "encode_request",
+    "endpoint_metrics",
     "list_models",
     "load_model",
     "new_python_model",
     "package_model",
     "perf_analyzer_data",
+    "plan_capacity",
     "plan_deployment",
+    "profile_model",
     "read_config",
     "remove_model",
     "sweep",

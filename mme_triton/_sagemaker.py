@@ -1,13 +1,18 @@
 """SageMaker's rules, each defined once: every stage (and the embedded stack) imports them from here.
 
 - InvokeEndpoint: the request-body limit (:data:`MAX_PAYLOAD_BYTES`), the 60 s the container has to
-  answer, the ``TargetModel`` header (:data:`TARGET_MODEL_HEADER`) and the one TargetModel rule
-  (:func:`target_model_problem`, :func:`check_target_model`);
+  answer, the 360 s a model's load may take (:data:`MODEL_LOAD_TIMEOUT_SECONDS`), the ``TargetModel``
+  header (:data:`TARGET_MODEL_HEADER`) and the one TargetModel rule (:func:`target_model_problem`,
+  :func:`check_target_model`);
 - S3 URLs of a multi-model endpoint's ``ModelDataUrl`` (:func:`parse_s3_url`);
 - the error code, message and HTTP status of a botocore ``ClientError`` (:func:`error_code`,
   :func:`error_message`, :func:`http_status`, :func:`is_not_found`, :func:`is_throttling`), and which
   failures are worth another try (:func:`is_transient`);
-- which container of a model serves a multi-model endpoint (:func:`serving_container`);
+- which container of a model serves a multi-model endpoint (:func:`serving_container`), and the
+  service-linked role Application Auto Scaling reports for a variant's scalable target
+  (:func:`autoscaling_role_arn`);
+- the CloudWatch metrics SageMaker publishes for an endpoint: their names, namespaces, dimensions and units
+  (:data:`ENDPOINT_METRICS`);
 - how a boto3 client is made from the AWS injection trio (:func:`make_client`), and a boto3 session whose
   clients default to one endpoint URL, the embedded stack's (:func:`endpoint_session`).
 
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -27,12 +33,18 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ARCHIVE_SUFFIX",
+    "ENDPOINT_METRICS",
     "ENSEMBLE_CONFIG_PATTERN",
+    "INSTANCE_METRICS_NAMESPACE",
     "INVOCATION_TIMEOUT_SECONDS",
     "MAX_PAYLOAD_BYTES",
+    "METRICS_NAMESPACE",
+    "METRIC_DIMENSIONS",
+    "MODEL_LOAD_TIMEOUT_SECONDS",
     "TARGET_MODEL_HEADER",
     "TARGET_MODEL_MAX_CHARS",
     "TARGET_MODEL_PATTERN",
+    "autoscaling_role_arn",
     "check_target_model",
     "endpoint_session",
     "error_code",
@@ -55,6 +67,10 @@ INVOCATION_TIMEOUT_SECONDS = 60.0
 """Seconds the container has to answer an InvokeEndpoint request (and a model load before
 ``ModelNotReadyException``)."""
 
+MODEL_LOAD_TIMEOUT_SECONDS = 360.0
+"""Seconds a multi-model endpoint gives a model's download and load before it gives up (requests that
+waited 60 s for it were already answered ``ModelNotReadyException``)."""
+
 TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"
 """The HTTP header that carries InvokeEndpoint's ``TargetModel`` to the container."""
 
@@ -70,6 +86,46 @@ this expression searched in the text of each model's config.pbtxt."""
 
 ARCHIVE_SUFFIX = ".tar.gz"
 """What a multi-model endpoint's artifacts are named with: ``<prefix>/<name>.tar.gz`` is a TargetModel."""
+
+METRICS_NAMESPACE = "AWS/SageMaker"
+"""CloudWatch namespace of InvokeEndpoint's metrics and a multi-model endpoint's model-loading metrics."""
+
+INSTANCE_METRICS_NAMESPACE = "/aws/sagemaker/Endpoints"
+"""CloudWatch namespace of an endpoint's per-instance metrics (utilization; ``LoadedModelCount`` as AWS's
+documentation lists it, which is why readers look its namespace up with ListMetrics)."""
+
+METRIC_DIMENSIONS = ("EndpointName", "VariantName")
+"""The dimensions of every endpoint metric: per production variant ("per-model metrics aren't supported")."""
+
+ENDPOINT_METRICS: Mapping[str, tuple[str, str]] = MappingProxyType(
+    {
+        # name: (namespace, unit), as SageMaker's "Metrics for monitoring Amazon SageMaker AI with
+        # Amazon CloudWatch" and "CloudWatch Metrics for Multi-Model Endpoint Deployments" list them.
+        # One value per InvokeEndpoint request:
+        "Invocations": (METRICS_NAMESPACE, "None"),  # 1
+        "InvocationsPerInstance": (METRICS_NAMESPACE, "None"),  # 1 / instances of the variant
+        "Invocation4XXErrors": (METRICS_NAMESPACE, "None"),  # 1 when the model answered 4xx, else 0
+        "Invocation5XXErrors": (METRICS_NAMESPACE, "None"),  # 1 when the model answered 5xx, else 0
+        "InvocationModelErrors": (METRICS_NAMESPACE, "None"),  # 1 when the model gave no 2xx, else 0
+        "ModelLatency": (METRICS_NAMESPACE, "Microseconds"),
+        "OverheadLatency": (METRICS_NAMESPACE, "Microseconds"),
+        "ModelCacheHit": (METRICS_NAMESPACE, "None"),  # 1 when the model was loaded already, else 0
+        "ModelLoadingWaitTime": (METRICS_NAMESPACE, "Microseconds"),  # per request that waited
+        # One value per model download, load, unload:
+        "ModelDownloadingTime": (METRICS_NAMESPACE, "Microseconds"),
+        "ModelLoadingTime": (METRICS_NAMESPACE, "Microseconds"),
+        "ModelUnloadingTime": (METRICS_NAMESPACE, "Microseconds"),
+        # One value per instance and minute:
+        "LoadedModelCount": (INSTANCE_METRICS_NAMESPACE, "None"),
+        "CPUUtilization": (INSTANCE_METRICS_NAMESPACE, "Percent"),  # 100 per core
+        "MemoryUtilization": (INSTANCE_METRICS_NAMESPACE, "Percent"),
+        "DiskUtilization": (INSTANCE_METRICS_NAMESPACE, "Percent"),
+        "GPUUtilization": (INSTANCE_METRICS_NAMESPACE, "Percent"),  # 100 per GPU
+        "GPUMemoryUtilization": (INSTANCE_METRICS_NAMESPACE, "Percent"),  # 100 per GPU
+    }
+)
+"""SageMaker's endpoint metrics: name -> (CloudWatch namespace, unit). Dimensions: :data:`METRIC_DIMENSIONS`;
+published every minute."""
 
 # The API reference's patterns are Java regular expressions. Without flags, Java's \s is [ \t\n\x0B\f\r]
 # and \p{Print} is printable US-ASCII ([\x20-\x7E]), so \S admits any other character, non-ASCII included.
@@ -310,6 +366,20 @@ def model_data_url_of(model: Mapping[str, Any]) -> str | None:
     return str(url) if url else None
 
 
+def autoscaling_role_arn(account_id: str, partition: str = "aws") -> str:
+    """The ``RoleARN`` of a SageMaker variant's scalable target: Application Auto Scaling's service-linked
+    role for SageMaker endpoints (what ``DescribeScalableTargets`` reports when no role was given).
+
+    Example:
+        >>> autoscaling_role_arn("123456789012").rsplit("/", 1)[1]
+        'AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint'
+    """
+    return (
+        f"arn:{partition}:iam::{account_id}:role/aws-service-role/"
+        "sagemaker.application-autoscaling.amazonaws.com/AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint"
+    )
+
+
 # -- boto3 clients -----------------------------------------------------------------------------------
 
 
@@ -335,9 +405,7 @@ def make_client(
 
     boto3_session = boto3_session_of(boto3_session, None)  # a sagemaker.Session passed as a boto3 one
     if boto3_session is None:
-        import boto3
-
-        boto3_session = boto3.Session()
+        boto3_session = new_boto3_session()
     config = boto_config
     if default_config is not None:
         config = default_config if boto_config is None else default_config.merge(boto_config)
@@ -349,6 +417,37 @@ def make_client(
 
 
 _ENDPOINT_SESSION: list[type[Any]] = []
+_SHARED_LOADER: list[Any] = []
+
+
+def new_boto3_session(**session_kwargs: Any) -> boto3.Session:
+    """A new ``boto3.Session(**session_kwargs)`` whose service models come from one loader per process.
+
+    botocore reads and parses a service's JSON model (several MB for SageMaker and S3) once per session:
+    a fresh session costs 0.2-0.5 s for its first client of each service. The library creates a session
+    where the caller gave none; sharing botocore's data loader makes each one cost that only once per
+    process. Credentials, region and profile stay per session.
+    """
+    import boto3
+
+    session: boto3.Session = _with_shared_loader(boto3.Session, session_kwargs)
+    return session
+
+
+def _with_shared_loader(cls: Any, session_kwargs: dict[str, Any], *args: Any) -> Any:
+    import botocore.loaders
+    import botocore.session
+
+    if not _SHARED_LOADER:
+        _SHARED_LOADER.append(botocore.loaders.create_loader())
+    loader = _SHARED_LOADER[0]
+    core = botocore.session.get_session()
+    core.register_component("data_loader", loader)
+    paths = list(loader.search_paths)
+    session = cls(*args, botocore_session=core, **session_kwargs)
+    # boto3 appends its own data directory to the loader's search paths for every new session
+    loader.search_paths[:] = list(dict.fromkeys(paths + loader.search_paths))
+    return session
 
 
 def endpoint_session(
@@ -389,5 +488,7 @@ def endpoint_session(
                 return parent.resource(service_name, *args, **self._defaults(service_name, kwargs))
 
         _ENDPOINT_SESSION.append(EndpointSession)
-    session: boto3.Session = _ENDPOINT_SESSION[0](endpoint_url, service_urls or {}, **session_kwargs)
+    session: boto3.Session = _with_shared_loader(
+        _ENDPOINT_SESSION[0], dict(session_kwargs), endpoint_url, service_urls or {}
+    )
     return session

@@ -100,11 +100,12 @@ def _sdk_session(sdk: _SDK, boto3_session: Any, sagemaker_session: Any) -> Any:
 
 def default_role(*, boto3_session: Any = None, sagemaker_session: Any = None) -> str:
     """The execution role as ``sagemaker.get_execution_role()`` finds it (the notebook's or Studio's role,
-    or the role of the caller's assumed-role credentials).
+    or the role of the caller's assumed-role credentials). Read calls only.
 
     Raises:
         ValueError: the SDK is not installed, or it finds no role (the message says to pass ``role=``;
             the SDK's error is chained).
+        botocore.exceptions.NoRegionError: no region is set up (as for every AWS call of the library).
     """
     sdk = _load_sdk()
     if sdk is None:
@@ -113,10 +114,12 @@ def default_role(*, boto3_session: Any = None, sagemaker_session: Any = None) ->
             f"SageMaker assumes (with the SageMaker SDK installed, {SDK_INSTALL}, the notebook's or "
             "Studio's execution role is found by itself)"
         )
-    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.exceptions import BotoCoreError, ClientError, NoRegionError
 
     try:
         role = str(sdk.get_execution_role(_sdk_session(sdk, boto3_session, sagemaker_session)))
+    except NoRegionError:
+        raise
     except (ValueError, ClientError, BotoCoreError) as exc:
         raise ValueError(
             f"role is required: the SageMaker SDK found no execution role ({exc}); "
@@ -126,19 +129,39 @@ def default_role(*, boto3_session: Any = None, sagemaker_session: Any = None) ->
     return role
 
 
+def _bucket_name(session: Any, *, create: bool) -> str:
+    """The session's default bucket; created when missing only with ``create`` (``default_bucket()``)."""
+    if create:
+        return str(session.default_bucket())
+    # The name default_bucket() gives, without the CreateBucket it sends for a bucket that does not exist:
+    # the session's bucket (given to it, or from the SDK's config file; v2 and v3 keep it in these
+    # attributes), else sagemaker-<region>-<account>, the account from STS (a read).
+    for attribute in ("_default_bucket", "_default_bucket_name_override"):
+        named = getattr(session, attribute, None)
+        if named:
+            return str(named)
+    return f"sagemaker-{session.boto_session.region_name}-{session.account_id()}"
+
+
 def default_model_data_url(
-    endpoint_name: str, *, boto3_session: Any = None, sagemaker_session: Any = None
+    endpoint_name: str,
+    *,
+    boto3_session: Any = None,
+    sagemaker_session: Any = None,
+    create_bucket: bool = True,
 ) -> str:
     """``s3://<default bucket>/[<default prefix>/]mme-triton/<endpoint_name>/``, as the SDK names defaults.
 
     The bucket is ``sagemaker.Session().default_bucket()`` (``sagemaker-<region>-<account>`` unless the
     session or the SDK's config names one; the SDK creates it when it does not exist), under the
     session's ``default_bucket_prefix`` when it has one. Each endpoint gets its own prefix, so
-    ``teardown(delete_artifacts=True)`` of one endpoint leaves the others' artifacts alone.
+    ``teardown(delete_artifacts=True)`` of one endpoint leaves the others' artifacts alone. With
+    ``create_bucket=False`` the bucket is only named (read calls only), as ``plan_deployment`` needs.
 
     Raises:
         ValueError: the SDK is not installed, or it cannot name the bucket (the message says to pass
             ``model_data_url``; the SDK's error is chained).
+        botocore.exceptions.NoRegionError: no region is set up (as for every AWS call of the library).
     """
     sdk = _load_sdk()
     if sdk is None:
@@ -147,11 +170,13 @@ def default_model_data_url(
             f"models sit under (with the SageMaker SDK installed, {SDK_INSTALL}, the session's default "
             f"bucket is used: s3://sagemaker-<region>-<account>/{DEFAULT_PREFIX}/{endpoint_name}/)"
         )
-    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.exceptions import BotoCoreError, ClientError, NoRegionError
 
-    session = _sdk_session(sdk, boto3_session, sagemaker_session)
     try:
-        bucket = str(session.default_bucket())
+        session = _sdk_session(sdk, boto3_session, sagemaker_session)
+        bucket = _bucket_name(session, create=create_bucket)
+    except NoRegionError:
+        raise
     except (ValueError, ClientError, BotoCoreError) as exc:
         raise ValueError(
             f"model_data_url is required: the SageMaker SDK found no default bucket ({exc}); "
@@ -170,11 +195,16 @@ def deploy_defaults(
     *,
     boto3_session: Any,
     sagemaker_session: Any,
+    create_bucket: bool = True,
 ) -> tuple[boto3.Session | None, str, str]:
     """``(boto3 session, model_data_url, role)`` for ``deploy_mme``: what it was given, else derived.
 
+    The role is derived first (read calls), then the prefix: a role that cannot be found leaves no
+    bucket behind. ``create_bucket=False`` names the default bucket without creating it.
+
     Raises:
         ValueError: as :func:`default_role` and :func:`default_model_data_url`, or both sessions given.
+        botocore.exceptions.NoRegionError: a default is to be derived and no region is set up.
     """
     session = boto3_session_of(boto3_session, sagemaker_session)
     if sagemaker_session is None and boto3_session is not None and is_sagemaker_session(boto3_session):
@@ -183,10 +213,13 @@ def deploy_defaults(
         sdk = _load_sdk()
         if sdk is not None:  # one SDK session for both defaults
             sagemaker_session = _sdk_session(sdk, session, None)
-    if model_data_url is None:
-        model_data_url = default_model_data_url(
-            endpoint_name, boto3_session=session, sagemaker_session=sagemaker_session
-        )
     if role is None:
         role = default_role(boto3_session=session, sagemaker_session=sagemaker_session)
+    if model_data_url is None:
+        model_data_url = default_model_data_url(
+            endpoint_name,
+            boto3_session=session,
+            sagemaker_session=sagemaker_session,
+            create_bucket=create_bucket,
+        )
     return session, model_data_url, role

@@ -21,6 +21,7 @@ this one).
     │   │   ├── EndpointFailedError     the endpoint went to Failed (carries FailureReason)
     │   │   └── DeploymentTimeoutError  the endpoint did not reach InService in time
     │   └── TeardownError           some resources could not be removed (carries the report)
+    ├── ProfileError                a profile could not run (its target, perf_analyzer); not a bad candidate
     └── LocalStackError             the embedded stack cannot run or failed
         ├── UnsupportedPlatformError  not Linux x86_64 with glibc >= 2.35
         ├── ModelArchiveError       an archive the stack refuses to extract  (mme_triton.local.route.extract)
@@ -67,6 +68,7 @@ __all__ = [
     "ModelOutOfMemoryError",
     "ModelValidationError",
     "PayloadTooLargeError",
+    "ProfileError",
     "TeardownError",
     "ThrottlingError",
     "UnsupportedPlatformError",
@@ -215,7 +217,8 @@ class EndpointError(MMETritonError):
 class DeploymentError(EndpointError):
     """Deploying failed; ``rolled_back`` and ``kept`` say what was deleted again and what was left (why:
     in the message), as ``(kind, name)`` pairs with kinds ``"endpoint"``, ``"endpoint-config"``,
-    ``"model"``, ``"autoscaling"``."""
+    ``"model"``, ``"autoscaling"`` (the registration a variant rename removed: in ``rolled_back`` when
+    it was put back, in ``kept`` when its removal stands)."""
 
     def __init__(
         self,
@@ -256,6 +259,14 @@ class TeardownError(EndpointError):
     def __init__(self, message: str, *, endpoint_name: str | None = None, report: TeardownReport) -> None:
         self.report = report
         super().__init__(message, endpoint_name=endpoint_name)
+
+
+class ProfileError(MMETritonError):
+    """A profile could not run: its target is unreachable, or perf_analyzer is missing or failed.
+
+    A candidate that fails (refused by validation, failing to load, answering errors) is not raised: the
+    report carries it with its reason.
+    """
 
 
 class LocalStackError(MMETritonError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,70 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
         if "not torch" in markexpr:
             return True
     return None
+
+
+_SHARED_SCOPES = frozenset({"package", "module", "class"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``-n N --dist loadgroup``, as CI runs): tests that share a module- or
+    class-scoped fixture (a stack, a Triton) form one group and run on one worker, so the fixture starts
+    once; every other test is scheduled on its own. Groups go first: they are the long units of work, and
+    the single tests fill the workers' time at the end."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    grouped: set[str] = set()
+    for item in items:
+        fixture_info = getattr(item, "_fixtureinfo", None)
+        if fixture_info is None:
+            continue
+        shared = [
+            definitions[-1]
+            for definitions in fixture_info.name2fixturedefs.values()
+            if definitions and definitions[-1].scope in _SHARED_SCOPES
+        ]
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(name=item.nodeid.split("::")[0]))
+            grouped.add(item.nodeid)
+    items.sort(key=lambda item: item.nodeid not in grouped)
+
+
+# What tests report through record_property to the end-of-run summary, by property name (the docs' blocks
+# that are not run say why). Read from the reports, so it works the same under pytest-xdist.
+_SUMMARY_PROPERTIES = {"docs block not run": "docs blocks not run"}
+_SUMMARY: dict[str, set[str]] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    for name, value in report.user_properties:
+        if name in _SUMMARY_PROPERTIES:
+            _SUMMARY.setdefault(name, set()).add(str(value))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for name, lines in sorted(_SUMMARY.items()):
+        terminalreporter.section(_SUMMARY_PROPERTIES[name])
+        for line in sorted(lines):
+            terminalreporter.write_line(line)
+
+
+# .ci/run sets it: there a skipped test is a failure (what a run cannot test, it deselects by marker).
+FORBID_SKIPS = "MME_TESTS_FORBID_SKIPS"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if os.environ.get(FORBID_SKIPS) != "1":
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter is not None else []
+    if skipped:
+        reporter.write_line(
+            f"error: {len(skipped)} test(s) skipped and {FORBID_SKIPS}=1: a run deselects what it cannot "
+            "test (markers), it does not skip it",
+            red=True,
+        )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(autouse=True)

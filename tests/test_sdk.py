@@ -1,5 +1,8 @@
 """The SageMaker SDK's habits: a ``sagemaker.Session`` wherever a boto3 session goes, and the defaults the
-SDK derives (execution role, default bucket) when ``deploy_mme`` is not given them.
+SDK derives (execution role, default bucket) when ``deploy_mme`` is not given them; and the SDK v3's
+resource classes (``sagemaker.core.resources``) on the stack: they parse every answer of the control plane,
+read, wait for, invoke and delete what ``deploy_mme`` made, make an endpoint the library then reads and
+tears down, and find the stack through its exported environment as well as through a session.
 
 The tests with the SDK (marker ``sagemaker``) run on the embedded stack; CI's full suite installs the SDK
 and its core run deselects them (where it is missing, they are skipped with the reason). The tests
@@ -8,6 +11,7 @@ without it hide the SDK from the import system.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,6 +22,9 @@ import numpy as np
 import pytest
 
 from mme_triton import _sdk
+
+sys.path.insert(0, str(Path(__file__).parent / "local"))
+from api_shapes import OPERATIONS, ResponseRecorder, exercise_resources
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "model_repository"
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
@@ -202,3 +209,403 @@ def test_sdk_role_that_is_not_a_role_says_to_pass_role(sdk: Any, moto_url: str) 
     session = sdk.session_class(boto_session=boto_session, default_bucket="not-a-role")
     with pytest.raises(ValueError, match=r"found no execution role .*pass role="):
         _sdk.default_role(sagemaker_session=session)
+
+
+# -- with the SDK: checks first, and a plan never writes -------------------------------------------------
+
+_READ_PREFIXES = ("Describe", "List", "Get", "Head")
+
+
+def _sdk_session_on(plane: Any, sdk: Any) -> tuple[Any, list[str]]:
+    """A ``sagemaker.Session`` whose every client (the SDK's STS and S3 ones included) goes to the control
+    plane, and the list every API call any of them sends is recorded in (botocore's ``before-call``)."""
+    import boto3
+
+    frozen = plane.boto3_session().get_credentials().get_frozen_credentials()
+
+    class EverythingToThePlane(boto3.Session):
+        def client(self, *args: Any, **kwargs: Any) -> Any:
+            kwargs["endpoint_url"] = plane.url
+            return super().client(*args, **kwargs)
+
+        def resource(self, *args: Any, **kwargs: Any) -> Any:
+            kwargs["endpoint_url"] = plane.url
+            return super().resource(*args, **kwargs)
+
+    boto_session = EverythingToThePlane(
+        aws_access_key_id=frozen.access_key,
+        aws_secret_access_key=frozen.secret_key,
+        aws_session_token=frozen.token,
+        region_name=plane.region,
+    )
+    calls: list[str] = []
+    boto_session.events.register(
+        "before-call", lambda model, **_: calls.append(f"{model.service_model.service_name}:{model.name}")
+    )
+    return sdk.session_class(boto_session=boto_session), calls
+
+
+def _writes(calls: list[str]) -> list[str]:
+    return [call for call in calls if not call.split(":")[1].startswith(_READ_PREFIXES)]
+
+
+def _bucket_exists(plane: Any, bucket: str) -> bool:
+    return any(b["Name"] == bucket for b in plane.boto3_session().client("s3").list_buckets()["Buckets"])
+
+
+# -- the SDK's resource classes (sagemaker.core, SDK v3) on the embedded stack ---------------------------
+
+
+@pytest.fixture(scope="module")
+def core() -> Any:
+    """``sagemaker.core``'s resources, shapes and codec (SDK v3; v2 has no resource classes)."""
+    try:
+        from sagemaker.core import resources, shapes
+        from sagemaker.core.utils.code_injection.codec import transform
+    except ImportError:
+        pytest.skip(
+            "the SageMaker SDK v3 (sagemaker.core) is not installed (pip install 'mme-triton[sagemaker]')"
+        )
+    return type("Core", (), {"resources": resources, "shapes": shapes, "transform": staticmethod(transform)})
+
+
+@pytest.fixture(scope="module")
+def plane_answers() -> Iterator[ResponseRecorder]:
+    """The answers of tests/local/test_controlplane_shapes.py's flows, from a control plane of this module."""
+    from mme_triton.local.aws.controlplane import ControlPlane
+
+    with ControlPlane(transition_delay=0.2) as control_plane:
+        session = control_plane.boto3_session()
+        recorder = ResponseRecorder(session)
+        exercise_resources(control_plane, session, [EXAMPLES / "linear"])
+        yield recorder
+
+
+#: operation -> the sagemaker.core class its answer becomes: a resource class (Describe*), or the member
+#: holding the items and their shape class (List*, and the Tags AddTags echoes).
+_CORE_CLASSES = {
+    "DescribeModel": "Model",
+    "DescribeEndpointConfig": "EndpointConfig",
+    "DescribeEndpoint": "Endpoint",
+    "ListModels": ("Models", "ModelSummary", "Model"),
+    "ListEndpointConfigs": ("EndpointConfigs", "EndpointConfigSummary", "EndpointConfig"),
+    "ListEndpoints": ("Endpoints", "EndpointSummary", "Endpoint"),
+    "ListTags": ("Tags", "Tag", None),
+    "AddTags": ("Tags", "Tag", None),
+}
+
+
+@pytest.mark.sagemaker
+@pytest.mark.moto
+@pytest.mark.parametrize("entry", ["plan_deployment", "deploy_mme"])
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"instance_type": "ml.g5.12xlarge"}, "has several GPUs"),
+        ({"instance_count": 0}, "instance_count must be an int >= 1"),
+        ({"environment": {"SAGEMAKER_TRITON_LOG_VERBOSTY": "1"}}, "SAGEMAKER_TRITON_LOG_VERBOSE"),
+        ({"tags": {"aws:team": "x"}}, "aws: prefix is reserved"),
+    ],
+    ids=["instance-type", "count", "environment", "tag"],
+)
+def test_sdk_defaults_come_after_every_argument_check(
+    sdk: Any, plane: Any, entry: str, bad: dict[str, Any], message: str
+) -> None:
+    """Without role and model_data_url, a bad argument is refused before the SDK is asked anything:
+    no STS call, and above all no default bucket created."""
+    import mme_triton
+
+    session, calls = _sdk_session_on(plane, sdk)
+    arguments = {"instance_type": "ml.m5.xlarge", "sagemaker_session": session, **bad}
+    with pytest.raises(ValueError, match=message):
+        getattr(mme_triton, entry)("sdk-checks", **arguments)
+    assert calls == []
+    assert not _bucket_exists(plane, f"sagemaker-{plane.region}-{plane.account_id}")
+
+
+@pytest.mark.sagemaker
+@pytest.mark.moto
+def test_sdk_plan_deployment_names_the_default_bucket_without_creating_it(
+    sdk: Any, plane: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mme_triton import plan_deployment
+
+    session, calls = _sdk_session_on(plane, sdk)
+    plan = plan_deployment(
+        "sdk-plan", models=[EXAMPLES / "linear"], instance_type="ml.m5.xlarge", sagemaker_session=session
+    )
+    bucket = f"sagemaker-{plane.region}-{plane.account_id}"
+    assert plan.model_data_url == f"s3://{bucket}/mme-triton/sdk-plan/"
+    assert ("bucket", bucket) in plan.to_create
+    assert [u.action for u in plan.uploads] == ["upload"]
+    assert plan.blockers == []
+    assert f"role: arn:aws:iam::{plane.account_id}:role/" in caplog.text  # derived with reads
+    assert calls and _writes(calls) == []  # reads only: STS, S3, SageMaker
+    assert not _bucket_exists(plane, bucket)
+
+
+@pytest.mark.sagemaker
+@pytest.mark.moto
+def test_sdk_deploy_creates_the_default_bucket_the_plan_named(sdk: Any, plane: Any) -> None:
+    from mme_triton import deploy_mme, plan_deployment, teardown
+
+    session, calls = _sdk_session_on(plane, sdk)
+    planned = plan_deployment("sdk-deploy", instance_type="ml.m5.xlarge", sagemaker_session=session)
+    endpoint = deploy_mme(
+        "sdk-deploy", instance_type="ml.m5.xlarge", poll_interval=0.05, timeout=30, sagemaker_session=session
+    )
+    assert endpoint.model_data_url == planned.model_data_url
+    assert "s3:CreateBucket" in _writes(calls)
+    assert _bucket_exists(plane, planned.model_data_url.split("/")[2])
+    teardown("sdk-deploy", sagemaker_session=session)
+
+
+@pytest.mark.sagemaker
+@pytest.mark.parametrize("derive", ["default_role", "default_model_data_url", "deploy_defaults"])
+def test_sdk_missing_region_is_noregionerror_everywhere(
+    sdk: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, derive: str
+) -> None:
+    """No region is an AWS set-up problem, the same error every AWS call of the library gives (the CLI
+    says what to set); not a ValueError from one of the three and botocore's from the others."""
+    import boto3
+    from botocore.exceptions import NoRegionError
+
+    for variable in ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    session = boto3.Session(aws_access_key_id="x", aws_secret_access_key="x")
+    assert session.region_name is None
+    calls = {
+        "default_role": lambda: _sdk.default_role(boto3_session=session),
+        "default_model_data_url": lambda: _sdk.default_model_data_url("ep", boto3_session=session),
+        "deploy_defaults": lambda: _sdk.deploy_defaults(
+            "ep", None, None, boto3_session=session, sagemaker_session=None
+        ),
+    }
+    with pytest.raises(NoRegionError):
+        calls[derive]()
+
+
+@pytest.mark.sagemaker
+@pytest.mark.moto
+@pytest.mark.parametrize("operation", sorted(_CORE_CLASSES))
+def test_sdk_core_parses_every_answer_of_the_control_plane(
+    core: Any, plane_answers: ResponseRecorder, operation: str
+) -> None:
+    """Each answer becomes the SDK's resource object as ``get`` builds it, and each listed item its summary
+    shape and then its resource object as ``get_all`` builds them (pydantic validates every field)."""
+    answers = plane_answers.of(operation)
+    assert answers, f"the flows never called {operation}"
+    parsed = 0
+    for answer in answers:
+        spec = _CORE_CLASSES[operation]
+        if isinstance(spec, str):
+            resource = getattr(core.resources, spec)(**core.transform(answer.parsed, f"{operation}Output"))
+            assert resource.get_name()
+            parsed += 1
+            continue
+        member, summary_name, resource_name = spec
+        for item in answer.parsed[member]:
+            fields = core.transform(item, summary_name)
+            getattr(core.shapes, summary_name)(**fields)
+            if resource_name is not None:
+                resource_class = getattr(core.resources, resource_name)
+                resource_class(**{k: v for k, v in fields.items() if k in resource_class.__annotations__})
+            parsed += 1
+    assert parsed
+    assert [problem for answer in answers for problem in answer.problems()] == []
+
+
+def _image(stack: Any) -> str:
+    from mme_triton import triton_image_uri
+
+    return triton_image_uri(stack.region, instance_type="ml.m5.xlarge")
+
+
+@pytest.mark.sagemaker
+@pytest.mark.triton
+@pytest.mark.moto
+def test_sdk_resources_read_wait_invoke_and_delete_what_deploy_mme_created(core: Any, stack: Any) -> None:
+    from mme_triton import decode_response, deploy_mme, encode_request
+
+    Endpoint, EndpointConfig, Model = (
+        core.resources.Endpoint,
+        core.resources.EndpointConfig,
+        core.resources.Model,
+    )
+    session = stack.boto3_session()
+    answers = ResponseRecorder(session)
+    deploy_mme(
+        "sdk-reads",
+        stack.model_data_url("sdk-reads/"),
+        models=[EXAMPLES / "scale", EXAMPLES / "linear"],
+        role=stack.role_arn,
+        instance_type="ml.m5.xlarge",
+        poll_interval=0.2,
+        boto3_session=session,
+    )
+
+    endpoint = Endpoint.get("sdk-reads", session=session, region=stack.region)
+    endpoint.wait_for_status("InService", poll=1, timeout=60)
+    assert endpoint.endpoint_status == "InService"
+    (variant,) = endpoint.production_variants
+    assert (variant.variant_name, variant.current_instance_count) == ("AllTraffic", 1)
+    config = EndpointConfig.get(endpoint.endpoint_config_name, session=session, region=stack.region)
+    model = Model.get(config.production_variants[0].model_name, session=session, region=stack.region)
+    assert (model.primary_container.mode, model.primary_container.model_data_url) == (
+        "MultiModel",
+        stack.model_data_url("sdk-reads/"),
+    )
+    assert model.model_name in [m.model_name for m in Model.get_all(session=session, region=stack.region)]
+    assert "sdk-reads" in [e.endpoint_name for e in Endpoint.get_all(session=session, region=stack.region)]
+    listed_configs = EndpointConfig.get_all(session=session, region=stack.region)
+    assert config.endpoint_config_name in [c.endpoint_config_name for c in listed_configs]
+
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    for binary in (False, True):
+        body, content_type = encode_request({"INPUT0": x}, binary=binary)
+        answer = endpoint.invoke(body=body, content_type=content_type, target_model="scale.tar.gz")
+        assert answer.content_type.startswith(
+            "application/vnd.sagemaker-triton.binary+json" if binary else "application/json"
+        )
+        np.testing.assert_array_equal(
+            decode_response(answer.body.read(), answer.content_type)["OUTPUT0"], 2 * x
+        )
+    body, content_type = encode_request({"INPUT0": x})
+    answer = endpoint.invoke(body=body, content_type=content_type, target_model="linear.tar.gz")
+    assert decode_response(answer.body.read(), answer.content_type)["OUTPUT0"].shape == (2, 3)
+
+    endpoint.delete()
+    config.delete()
+    model.delete()
+    sagemaker = stack.client("sagemaker")
+    assert "sdk-reads" not in [e["EndpointName"] for e in sagemaker.list_endpoints()["Endpoints"]]
+    assert model.model_name not in [m["ModelName"] for m in sagemaker.list_models()["Models"]]
+    assert stack.triton("sdk-reads") is None
+    _assert_checked_answers(answers)
+
+
+def _assert_checked_answers(answers: ResponseRecorder) -> None:
+    """What the SDK and the library received is in the API's shapes, and the shape test covers each of its
+    operations (tests/local/test_controlplane_shapes.py)."""
+    covered = {(service, operation) for service, operations in OPERATIONS.items() for operation in operations}
+    assert answers.operations() - covered == set()
+    assert [problem for answer in answers.answers for problem in answer.problems()] == []
+
+
+@pytest.mark.sagemaker
+@pytest.mark.triton
+@pytest.mark.moto
+def test_sdk_resources_create_an_mme_the_library_reads_and_tears_down(core: Any, stack: Any) -> None:
+    from mme_triton import MMEClient, decode_response, encode_request, teardown, upload_models
+    from mme_triton.endpoint.status import endpoint_status
+
+    resources, shapes = core.resources, core.shapes
+    session = stack.boto3_session()
+    answers = ResponseRecorder(session)
+    url = stack.model_data_url("sdk-created/")
+    upload_models([EXAMPLES / "scale", EXAMPLES / "linear"], url, boto3_session=session)
+    where = {"session": session, "region": stack.region}
+
+    resources.Model.create(
+        model_name="sdk-created",
+        primary_container=shapes.ContainerDefinition(
+            image=_image(stack), mode="MultiModel", model_data_url=url
+        ),
+        execution_role_arn=stack.role_arn,
+        **where,
+    )
+    variant = shapes.ProductionVariant(
+        variant_name="AllTraffic",
+        model_name="sdk-created",
+        instance_type="ml.m5.xlarge",
+        initial_instance_count=1,
+    )
+    resources.EndpointConfig.create(
+        endpoint_config_name="sdk-created", production_variants=[variant], **where
+    )
+    endpoint = resources.Endpoint.create(
+        endpoint_name="sdk-created", endpoint_config_name="sdk-created", **where
+    )
+    endpoint.wait_for_status("InService", poll=1, timeout=60)
+
+    x = np.ones((2, 4), dtype=np.float32)
+    body, content_type = encode_request({"INPUT0": x})
+    answer = endpoint.invoke(body=body, content_type=content_type, target_model="linear.tar.gz")
+    sdk_out = decode_response(answer.body.read(), answer.content_type)["OUTPUT0"]
+    ours = MMEClient("sdk-created", boto3_session=session).infer("linear.tar.gz", {"INPUT0": x})["OUTPUT0"]
+    np.testing.assert_array_equal(sdk_out, ours)
+
+    status = endpoint_status("sdk-created", boto3_session=session)
+    assert (status.status, status.endpoint_config_name, status.model_data_url) == (
+        "InService",
+        "sdk-created",
+        url,
+    )
+    assert status.models == ("linear.tar.gz", "scale.tar.gz")
+    assert [(v.name, v.instance_type, v.model_name) for v in status.variants] == [
+        ("AllTraffic", "ml.m5.xlarge", "sdk-created")
+    ]
+
+    report = teardown("sdk-created", boto3_session=session)
+    assert (report.names("endpoint"), report.names("endpoint-config"), report.names("model")) == (
+        ["sdk-created"],
+        ["sdk-created"],
+        ["sdk-created"],
+    )
+    from botocore.exceptions import ClientError
+
+    with pytest.raises(ClientError, match="Could not find"):
+        resources.Endpoint.get("sdk-created", **where)
+    _assert_checked_answers(answers)
+
+
+@pytest.fixture
+def exported(stack: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """A process that exported ``stack.environment()`` (and nothing else of AWS) before its first SDK call."""
+    from sagemaker.core.utils.utils import SageMakerClient
+
+    for name in [name for name in os.environ if name.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    empty = tmp_path / "empty-aws-file"
+    empty.write_text("")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(empty))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(empty))
+    environment = stack.environment()
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    SageMakerClient.reset()  # the SDK keeps the first client a process makes for calls without session=
+    try:
+        yield environment
+    finally:
+        SageMakerClient.reset()
+
+
+@pytest.mark.sagemaker
+@pytest.mark.moto
+@pytest.mark.triton
+def test_sdk_resources_reach_the_stack_through_its_environment(
+    core: Any, stack: Any, exported: dict[str, str]
+) -> None:
+    """Without ``session=``, sagemaker.core makes its clients from a default boto3 session: the endpoint URLs
+    (``AWS_ENDPOINT_URL``, ``AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME``), credentials and region come from the
+    environment the stack exports."""
+    from sagemaker.core.utils.utils import SageMakerClient
+
+    clients = SageMakerClient()
+    assert clients.sagemaker_client.meta.endpoint_url == stack.endpoint_url
+    assert clients.sagemaker_runtime_client.meta.endpoint_url == stack.runtime_url
+    assert clients.sagemaker_client.meta.region_name == exported["AWS_DEFAULT_REGION"]
+
+    Model = core.resources.Model
+    Model.create(
+        model_name="sdk-exported",
+        primary_container=core.shapes.ContainerDefinition(
+            image=_image(stack), mode="MultiModel", model_data_url=stack.model_data_url("sdk-exported/")
+        ),
+        execution_role_arn=stack.role_arn,
+    )
+    model = Model.get("sdk-exported")
+    assert model.model_arn == stack.client("sagemaker").describe_model(ModelName="sdk-exported")["ModelArn"]
+    assert "sdk-exported" in [m.model_name for m in Model.get_all()]
+    model.delete()

@@ -42,8 +42,18 @@ def _source(path: Path) -> str:
         ("error-code extraction", r"""\.get\(\s*["']Code["']|\[\s*["']Code["']\s*\]"""),
         ("reading the serving container", r"""(?:get\(|\[)\s*["'](?:PrimaryContainer|Containers)["']"""),
         ("the ensemble pattern of SageMaker's front-end", r"""platform\\s\*?:?\\s\*"""),
+        ("the namespaces of SageMaker's metrics", r"""["'](?:AWS/SageMaker|/aws/sagemaker/Endpoints)["']"""),
     ],
-    ids=["payload-limit", "header", "target-model-length", "s3-url", "error-code", "container", "ensemble"],
+    ids=[
+        "payload-limit",
+        "header",
+        "target-model-length",
+        "s3-url",
+        "error-code",
+        "container",
+        "ensemble",
+        "metric-namespace",
+    ],
 )
 def test_sagemaker_fact_is_defined_only_in_sagemaker_module(fact: str, pattern: str) -> None:
     copies = [
@@ -89,6 +99,9 @@ def test_sagemaker_fact_is_defined_only_in_sagemaker_module(fact: str, pattern: 
         ("mme_triton.local.route.runtime", "serving_container", "serving_container"),
         ("mme_triton.model._ensemble", "ENSEMBLE_CONFIG_PATTERN", "ENSEMBLE_CONFIG_PATTERN"),
         ("mme_triton.local.route.extract", "ENSEMBLE_CONFIG_PATTERN", "ENSEMBLE_CONFIG_PATTERN"),
+        ("mme_triton.endpoint._metric_queries", "ENDPOINT_METRICS", "ENDPOINT_METRICS"),
+        ("mme_triton.endpoint.metrics", "ENDPOINT_METRICS", "ENDPOINT_METRICS"),
+        ("mme_triton.local.aws.metrics", "ENDPOINT_METRICS", "ENDPOINT_METRICS"),
     ],
 )
 def test_stages_import_the_one_definition(module: str, name: str, fact: str) -> None:
@@ -203,3 +216,15 @@ def test_client_infer_loads_no_control_plane_module(tmp_path: Path) -> None:
         m for m in loaded if m.startswith(("mme_triton.artifact", "mme_triton.endpoint", "mme_triton.model"))
     ]
     assert stages == [], f"the data plane imported {stages}"
+
+
+def test_pyproject_license_is_an_spdx_expression() -> None:
+    """PEP 639: ``project.license`` is an SPDX expression; the TOML table form is deprecated by setuptools
+    (which warns on every build) and needs setuptools 77 to be replaced."""
+    text = (PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8")
+    project = text.split("[project]", 1)[1].split("\n[", 1)[0]  # read as text: tomllib is 3.11+
+    assert re.search(r'^license = "Apache-2.0"$', project, re.MULTILINE), project
+    assert re.search(r'^license-files = \["LICENSE"\]$', project, re.MULTILINE)
+    assert (PACKAGE.parent / "LICENSE").is_file()
+    assert '"setuptools>=77"' in text.split("[build-system]", 1)[1].split("\n[", 1)[0]
+    assert "License ::" not in project  # a license classifier beside an expression is refused

@@ -15,7 +15,7 @@ import traceback
 import warnings
 from collections.abc import Sequence
 
-from mme_triton.cli import _artifacts, _endpoint, _invoke, _prep
+from mme_triton.cli import _artifacts, _capacity, _endpoint, _invoke, _metrics, _prep, _profile
 from mme_triton.cli._common import Handler, add_common_options, err
 from mme_triton.cli._errors import EXIT_INTERRUPTED, describe
 from mme_triton.errors import MMETritonWarning
@@ -45,8 +45,11 @@ def parser() -> argparse.ArgumentParser:
     sub = main_parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _artifacts.register(sub)
     _endpoint.register(sub)
+    _metrics.register(sub)
     _invoke.register(sub)
     _prep.register(sub)
+    _profile.register(sub)
+    _capacity.register(sub)
     # the embedded stack's commands; their module imports only the standard library until they run
     from mme_triton.local.cli import add_local_commands
 

@@ -133,9 +133,9 @@ def aws_session(args: argparse.Namespace) -> boto3.Session | None:
         from mme_triton._sagemaker import endpoint_session
 
         return endpoint_session(endpoint_url, profile_name=profile, region_name=region)
-    import boto3
+    from mme_triton._sagemaker import new_boto3_session
 
-    return boto3.Session(profile_name=profile, region_name=region)
+    return new_boto3_session(profile_name=profile, region_name=region)
 
 
 # -- values ----------------------------------------------------------------------------------------

@@ -19,6 +19,9 @@ from mme_triton.cli._common import (
 
 __all__ = ["plan_deployment", "register"]
 
+#: How long ``deploy`` waits for InService without --timeout (deploy_mme's default).
+_DEPLOY_TIMEOUT = duration("30m")
+
 
 def _autoscaling(text: str) -> Any:
     """``MIN:MAX:TARGET`` (instances, instances, invocations per instance per minute) → ``AutoScaling``."""
@@ -71,12 +74,16 @@ def _endpoint_dict(endpoint: Any) -> dict[str, Any]:
 def _deploy(args: argparse.Namespace) -> int:
     kwargs = _deploy_arguments(args)
     if args.dry_run:
+        # --timeout bounds the plan's reads; without it the plan's own default applies
+        if args.timeout is not None:
+            kwargs["timeout"] = args.timeout.total_seconds()
         plan = plan_deployment(args.endpoint_name, args.model_data_url, kwargs)
         emit(args, str(plan), plan.to_dict())
         return 1 if plan.blockers else 0
     from mme_triton.endpoint.deploy import deploy_mme
 
-    wait: dict[str, Any] = {"wait": not args.no_wait, "timeout": args.timeout.total_seconds()}
+    timeout = args.timeout if args.timeout is not None else _DEPLOY_TIMEOUT
+    wait: dict[str, Any] = {"wait": not args.no_wait, "timeout": timeout.total_seconds()}
     if args.poll_interval is not None:
         wait["poll_interval"] = args.poll_interval.total_seconds()
     endpoint = deploy_mme(
@@ -91,12 +98,19 @@ def _deploy(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
+    from mme_triton.cli._metrics import health_line, recent_metrics
     from mme_triton.endpoint.status import endpoint_status
 
+    session = aws_session(args)
     status = endpoint_status(
-        args.endpoint_name, list_artifacts=not args.no_models, boto3_session=aws_session(args)
+        args.endpoint_name,
+        list_artifacts=not args.no_models,
+        timeout=args.timeout.total_seconds(),
+        boto3_session=session,
     )
-    emit(args, str(status), status.to_dict())
+    summary = None if args.no_metrics else recent_metrics(args.endpoint_name, session)
+    text = str(status) if summary is None else f"{status}\n{health_line(summary)}"
+    emit(args, text, {**status.to_dict(), "metrics": summary})
     return 0
 
 
@@ -187,7 +201,12 @@ def register(sub: SubParsers) -> None:
     p.add_argument("--variant-name", default="AllTraffic", help="production variant name")
     p.add_argument("--autoscaling", metavar="MIN:MAX:TARGET", help="target tracking, e.g. 1:4:200")
     p.add_argument("--overwrite", action="store_true", help="replace --model artifacts whose content differs")
-    p.add_argument("--timeout", type=duration, default=duration("30m"), help="wait for InService (30m)")
+    p.add_argument(
+        "--timeout",
+        type=duration,
+        default=None,
+        help="wait for InService (30m); with --dry-run, how long the plan's reads are retried (2m)",
+    )
     p.add_argument(
         "--poll-interval", type=duration, default=None, help="longest wait between polls, e.g. 15s"
     )
@@ -197,13 +216,20 @@ def register(sub: SubParsers) -> None:
     p = add_command(
         sub,
         "status",
-        help="an endpoint's state, variants, instance counts, autoscaling and models",
+        help="an endpoint's state, variants, instance counts, autoscaling, models and last hour's health",
         examples=["mme-triton status my-endpoint", "mme-triton status my-endpoint --json"],
         handler=_status,
         aws=True,
     )
     p.add_argument("endpoint_name", metavar="ENDPOINT")
     p.add_argument("--no-models", action="store_true", help="do not list the models under the prefix")
+    p.add_argument("--no-metrics", action="store_true", help="do not read the last hour's CloudWatch metrics")
+    p.add_argument(
+        "--timeout",
+        type=duration,
+        default=duration("1m"),
+        help="how long reads are retried while AWS throttles or cannot be reached (1m)",
+    )
 
     p = add_command(
         sub,

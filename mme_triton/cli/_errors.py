@@ -9,6 +9,7 @@ the library's messages name. docs/cli.md lists the codes.
 from __future__ import annotations
 
 import argparse
+import dis
 import re
 from collections.abc import Iterator
 
@@ -26,7 +27,8 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 """The command failed: a library error (validation, upload, deploy, inference ...)."""
 EXIT_USAGE = 2
-"""The command line or a value on it is wrong (argparse's own code; the library's ValueError, TypeError)."""
+"""The command line or a value on it is wrong: argparse's own code, and a ``ValueError``/``TypeError`` the
+command or the library raised on purpose about what it was given (see :func:`describe`)."""
 EXIT_AWS = 3
 """AWS is not set up for the call: no region, no or expired credentials, an unknown profile, access denied,
 an endpoint URL that cannot be reached."""
@@ -115,6 +117,31 @@ def _aws_cause(exc: BaseException) -> str | None:
     return None
 
 
+_RAISE = dis.opmap["RAISE_VARARGS"]
+
+
+def _refusal(exc: BaseException) -> bool:
+    """Whether ``exc`` is a ``ValueError``/``TypeError`` that the command or the library raised on purpose,
+    refusing a value it was given: raised by a ``raise`` statement in this package's own code.
+
+    Everything else of those types is not the command line's fault: one raised by an operation (a bug,
+    such as ``'NoneType' object is not subscriptable``) or inside another package (``json`` or numpy
+    reading a file) is an error like any other, with the ``--debug`` hint.
+    """
+    if type(exc) not in (ValueError, TypeError):
+        return False  # subclasses are others' (JSONDecodeError, UnicodeDecodeError ...)
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    frame = tb.tb_frame
+    if not str(frame.f_globals.get("__name__", "")).startswith("mme_triton."):
+        return False
+    code = frame.f_code.co_code
+    return 0 <= tb.tb_lasti < len(code) and code[tb.tb_lasti] == _RAISE
+
+
 def _not_found(exc: BaseException) -> bool:
     from mme_triton.errors import EndpointNotFoundError, ModelNotFoundError
 
@@ -148,7 +175,12 @@ def _one_line(text: str) -> str:
 
 def describe(exc: BaseException, parser: argparse.ArgumentParser | None = None) -> tuple[str, int]:
     """``(message, exit code)`` for an error a command raised; the message is one line, in the command's
-    terms (``parser`` is the subcommand's, whose flags replace the Python argument names)."""
+    terms (``parser`` is the subcommand's, whose flags replace the Python argument names).
+
+    A usage error (exit 2) is a refusal of what the command was given: a ``ValueError``/``TypeError`` the
+    command or the library raised on purpose. A ``ValueError``/``TypeError`` from anywhere else is
+    unexpected (a bug, or bad data read by another package) and says its type and ``--debug``.
+    """
     from mme_triton.errors import MMETritonError
 
     if isinstance(exc, KeyboardInterrupt):
@@ -164,7 +196,7 @@ def describe(exc: BaseException, parser: argparse.ArgumentParser | None = None) 
         return message, EXIT_NOT_FOUND
     if isinstance(exc, MMETritonError):
         return message, EXIT_FAILURE
-    if isinstance(exc, (ValueError, TypeError)):
+    if _refusal(exc):
         return message, EXIT_USAGE
     if isinstance(exc, OSError):
         return message, EXIT_FAILURE

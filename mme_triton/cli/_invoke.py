@@ -98,16 +98,17 @@ def _invoke(args: argparse.Namespace) -> int:
         split_batches=args.split_batches,
         custom_attributes=args.custom_attributes,
     )
+    target = None
     if args.save is not None:
-        np.savez(args.save, **outputs)
+        # numpy.savez adds .npz to a name without it: say the name of the file it writes
+        target = args.save if args.save.suffix == ".npz" else args.save.with_name(f"{args.save.name}.npz")
+        np.savez(target, **outputs)
     data = {
         name: {"datatype": _plain(array)[0], "shape": list(array.shape), "data": _plain(array)[1]}
         for name, array in outputs.items()
     }
-    saved = f"saved {', '.join(outputs)} to {args.save}" if args.save is not None else None
-    emit(
-        args, saved or (lambda: _text(outputs)), {"outputs": data, "saved": str(args.save) if saved else None}
-    )
+    saved = f"saved {', '.join(outputs)} to {target}" if target is not None else None
+    emit(args, saved or (lambda: _text(outputs)), {"outputs": data, "saved": str(target) if target else None})
     return 0
 
 
@@ -154,4 +155,9 @@ def register(sub: SubParsers) -> None:
         help="with --split-batches, at most this many rows a request",
     )
     p.add_argument("--custom-attributes", help="InvokeEndpoint's CustomAttributes header")
-    p.add_argument("--save", type=Path, metavar="FILE.npz", help="save the outputs to a .npz file")
+    p.add_argument(
+        "--save",
+        type=Path,
+        metavar="FILE.npz",
+        help="save the outputs to a .npz file (.npz is added if missing)",
+    )

@@ -128,32 +128,37 @@ _local = threading.local()
 class NumberArray:
     """A tensor's JSON ``data`` array, still in the parser's form (or already read, when cut out)."""
 
-    __slots__ = ("_array", "_values", "flat")
+    __slots__ = ("_array", "_parts", "flat")
 
-    def __init__(self, array: Any, values: np.ndarray[Any, Any] | None = None) -> None:
+    def __init__(self, array: Any, parts: list[np.ndarray[Any, Any]] | None = None) -> None:
         self._array = array
-        self._values = values
+        self._parts = parts
         # True once the whole document shows this array holds no nested array (see _mark_flat); a cut
         # array (see _read_cut) was proven flat when it was read.
-        self.flat = values is not None
+        self.flat = parts is not None
 
-    def numbers(self, kind: str) -> np.ndarray[Any, Any] | None:
-        """The numbers as a 1-D float64 (``kind`` "f"), int64 ("i") or uint64 ("u") array.
+    def numbers(self, kind: str) -> list[np.ndarray[Any, Any]] | None:
+        """The numbers as consecutive 1-D float64 (``kind`` "f"), int64 ("i") or uint64 ("u") arrays.
 
-        None when the array is nested or holds anything the type cannot represent exactly: a float or
-        a value out of range for the integer kinds, a bool, a string, a null. The caller then reads
-        :meth:`to_list` and applies its own checks.
+        One array, or the pieces of an array cut out of a long document, so that the caller converts
+        them straight into the tensor without joining them first. None when the array is nested or
+        holds anything the type cannot represent exactly: a float or a value out of range for the
+        integer kinds, a bool, a string, a null. The caller then reads :meth:`to_list` and applies
+        its own checks.
         """
-        if self._values is not None:
-            return self._values  # read with the kind of its tensor's datatype
+        if self._parts is not None:
+            return self._parts  # read with the kind of its tensor's datatype
         if not self.flat:
             return None
-        return _numbers(self._array, kind)
+        numbers = _numbers(self._array, kind)
+        return None if numbers is None else [numbers]
 
     def to_list(self) -> list[Any]:
         """The array as Python lists, as :func:`loads` would give it."""
-        values: list[Any] = self._array.as_list() if self._values is None else self._values.tolist()
-        return values
+        if self._parts is None:
+            values: list[Any] = self._array.as_list()
+            return values
+        return [value for part in self._parts for value in part.tolist()]
 
 
 def _numbers(array: Any, kind: str) -> np.ndarray[Any, Any] | None:
@@ -319,8 +324,9 @@ class _Cut:
     """A document whose long ``"data": [...]`` arrays are replaced by marker strings.
 
     An array is cut when it starts with a number and its text, up to the first ``]``, is at least
-    ``_PIECE`` bytes and holds no ``[``. ``reduced`` is the document with each cut array replaced by
-    its marker; :meth:`read` reads a cut array in pieces of about ``_PIECE`` bytes, split at commas.
+    ``_PIECE`` bytes (one holding a ``[`` cannot be read, see :meth:`read`). ``reduced`` is the
+    document with each cut array replaced by its marker; :meth:`read` reads a cut array in pieces of
+    about ``_PIECE`` bytes, split at commas.
     """
 
     def __init__(self, text: bytes) -> None:
@@ -339,7 +345,9 @@ class _Cut:
             end = text.find(b"]", start)
             if end < 0:
                 break
-            if end - start >= _PIECE and text.find(b"[", start, end) < 0:
+            # No need to look for a '[' in the array: end is the first ']', so a nested array would
+            # leave a piece with a '[' never closed, which is not JSON (see read).
+            if end - start >= _PIECE:
                 kept.append(text[done : start - 1])
                 self.spans[f"{_MARKER}{len(self.spans)}"] = (start, end)
                 done = end + 1
@@ -354,12 +362,13 @@ class _Cut:
             parts += (b'"', _MARKER_JSON, str(number).encode(), b'"', part)
         self.reduced = b"".join(parts)
 
-    def read(self, marker: str, kind: str) -> np.ndarray[Any, Any]:
-        """The cut array ``marker`` as a 1-D array of ``kind`` (see :meth:`NumberArray.numbers`).
+    def read(self, marker: str, kind: str) -> list[np.ndarray[Any, Any]]:
+        """The cut array ``marker`` as consecutive 1-D arrays of ``kind``, one per piece (see
+        :meth:`NumberArray.numbers`).
 
         Raises:
             _CutFailed: a piece is not a flat list of numbers that ``kind`` holds exactly.
-            ValueError: a piece is not JSON.
+            ValueError: a piece is not JSON (a '[' in a cut array is never closed inside it).
         """
         assert _simdjson is not None
         self.read_markers.add(marker)
@@ -371,13 +380,16 @@ class _Cut:
             if stop < 0:
                 stop = end
             piece = _parse(b"".join((b"[", view[start:stop], b"]")), "pieces")
-            numbers = _numbers(piece, kind) if isinstance(piece, _simdjson.Array) else None
+            numbers, elements = None, 0
+            if isinstance(piece, _simdjson.Array):
+                numbers, elements = _numbers(piece, kind), len(piece)
             del piece  # frees the parser for the next piece
-            if numbers is None or numbers.size == 0:  # '[ ]' is a comma with no number after it
-                raise _CutFailed
+            # as_buffer flattens nested arrays: as many numbers as elements shows there were none.
+            if numbers is None or numbers.size == 0 or numbers.size != elements:
+                raise _CutFailed  # ('[ ]' is a comma with no number after it)
             parts.append(numbers)
             if stop == end:
-                return parts[0] if len(parts) == 1 else np.concatenate(parts)
+                return parts
             start = stop + 1
 
 

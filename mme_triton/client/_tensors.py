@@ -46,8 +46,13 @@ def element_count(shape: Sequence[int]) -> int:
     return math.prod(shape)
 
 
-def _bytes_elements(name: str, array: np.ndarray[Any, Any]) -> list[bytes | str]:
-    """The elements of a BYTES tensor in C order, each ``bytes`` or ``str``."""
+def bytes_elements(name: str, array: np.ndarray[Any, Any]) -> list[bytes | str]:
+    """The elements of a BYTES tensor in C order, each ``bytes`` or ``str``.
+
+    The one rule for what a BYTES element may be (the codec, warm-up samples and perf_analyzer data use
+    it): ``bytes``, ``str``, ``bytearray`` or ``memoryview``; anything else is a ``TypeError`` rather than
+    a guess (``bytes(2)`` would be two NUL bytes).
+    """
     items: list[Any] = array.reshape(-1).tolist()
     if array.dtype.kind in "SU":
         # numpy's fixed-width strings drop trailing NULs on access; tritonclient sends them the same way.
@@ -79,7 +84,7 @@ def serialize_bytes(elements: Sequence[bytes | str]) -> bytes:
     return b"".join(parts)
 
 
-def _json_strings(elements: Sequence[bytes | str]) -> list[str] | None:
+def json_strings(elements: Sequence[bytes | str]) -> list[str] | None:
     """The elements as JSON strings, or None when one of them is not valid UTF-8."""
     out: list[str] = []
     for item in elements:
@@ -105,9 +110,9 @@ def encode_tensor(name: str, array: np.ndarray[Any, Any], datatype: str, *, want
     shape = [int(d) for d in array.shape]
     tensor = EncodedTensor(name=name, datatype=datatype, shape=shape)
     if datatype == "BYTES":
-        elements = _bytes_elements(name, array)
+        elements = bytes_elements(name, array)
         if want_json:
-            strings = _json_strings(elements)
+            strings = json_strings(elements)
             if strings is not None:
                 tensor.json_data = strings
                 return tensor
@@ -255,16 +260,25 @@ def _decode_numbers(
     count = element_count(shape)
     if count == 0:
         return None
-    values = data.numbers(wire.kind)
-    if values is None:
+    parts = data.numbers(wire.kind)
+    if parts is None:
         return None
-    if values.size != count:
-        raise CodecError(f"data has {values.size} elements but shape {shape} needs {count}", tensor=name)
-    if wire.kind in "iu" and wire.itemsize < values.dtype.itemsize:
+    size = sum(part.size for part in parts)
+    if size != count:
+        raise CodecError(f"data has {size} elements but shape {shape} needs {count}", tensor=name)
+    if wire.kind in "iu" and wire.itemsize < parts[0].dtype.itemsize:
         info = np.iinfo(wire)
-        if values.min() < info.min or values.max() > info.max:
+        if any(part.min() < info.min or part.max() > info.max for part in parts):
             raise CodecError(f"data holds values outside the range of {datatype}", tensor=name)
-    return values.astype(_native(wire), copy=False).reshape(shape)
+    if len(parts) == 1:
+        return parts[0].astype(_native(wire), copy=False).reshape(shape)
+    # Pieces of a long array: each converted straight into its place in the tensor.
+    out = np.empty(count, dtype=_native(wire))
+    position = 0
+    for part in parts:
+        out[position : position + part.size] = part
+        position += part.size
+    return out.reshape(shape)
 
 
 def decode_json_data(name: str, datatype: str, shape: list[int], data: Any) -> np.ndarray[Any, Any]:

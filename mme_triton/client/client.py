@@ -400,7 +400,8 @@ class MMEClient:
         return decode_response(answer, response_type, copy=request.copy)
 
     def _not_ready_delay(self, attempt: int) -> float:
-        ceiling = min(self._not_ready_backoff * 2.0**attempt, _MAX_NOT_READY_DELAY)
+        # The exponent stops growing long after the cap is reached: 2.0**1024 overflows a float.
+        ceiling = min(self._not_ready_backoff * 2.0 ** min(attempt, 64), _MAX_NOT_READY_DELAY)
         # Jitter keeps many threads waiting on the same loading model from retrying in lockstep.
         return ceiling * (0.5 + random.random() / 2)
 

@@ -26,7 +26,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from mme_triton.client import _json
+from mme_triton.client import _json, _memory
 from mme_triton.client._tensors import (
     NUMERIC_DATATYPES,
     EncodedTensor,
@@ -316,7 +316,13 @@ def _tensor_header(tensor: EncodedTensor) -> dict[str, Any]:
 
 
 def _assemble(header: dict[str, Any], tensors: Sequence[EncodedTensor]) -> tuple[bytes | bytearray, str]:
-    """The body: the JSON header, then the binary tensors in header order, each copied exactly once."""
+    """The body: the JSON header, then the binary tensors in header order, each copied exactly once.
+
+    A small body of tensors that need no conversion is ``bytes`` built in one pass. A large one (from
+    :data:`_memory.LARGE` bytes), or one with a tensor to convert (byte order, strides, dtype), is a
+    ``bytearray`` that each tensor is copied or converted straight into; a large one sits on huge pages
+    where the system offers them (see :mod:`mme_triton.client._memory`).
+    """
     try:
         header_bytes = _json.dumps(header)
     except (TypeError, ValueError) as exc:
@@ -325,10 +331,10 @@ def _assemble(header: dict[str, Any], tensors: Sequence[EncodedTensor]) -> tuple
     if not binaries:
         return header_bytes, JSON_CONTENT_TYPE
     content_type = f"{BINARY_CONTENT_TYPE};{_HEADER_SIZE}={len(header_bytes)}"
-    if all(t.source is None for t in binaries):
+    size = len(header_bytes) + sum(t.nbytes for t in binaries)
+    if size < _memory.LARGE and all(t.source is None for t in binaries):
         return b"".join([header_bytes, *(t.buffer for t in binaries)]), content_type
-    # Some tensor needs converting (byte order, strides, dtype): convert it straight into the body.
-    body = bytearray(len(header_bytes) + sum(t.nbytes for t in binaries))
+    body = _memory.new_buffer(size)  # uninitialised when large: every byte is written below
     body[: len(header_bytes)] = header_bytes
     offset = len(header_bytes)
     for tensor in binaries:
@@ -368,8 +374,8 @@ def encode_request(
             model with such outputs needs ``binary_outputs``.
 
     Returns:
-        ``(body, content_type)``: ``bytes`` (or a ``bytearray`` when an input had to be converted
-        while copying), and ``application/json`` or
+        ``(body, content_type)``: ``bytes``, or a ``bytearray`` when the body is 4 MiB or more or an
+        input had to be converted while copying (boto3 sends both); and ``application/json`` or
         ``application/vnd.sagemaker-triton.binary+json;json-header-size=N``.
 
     Raises:

@@ -1,12 +1,16 @@
 """The endpoint stage: SageMaker resources around the artifacts.
 
 - :func:`~mme_triton.endpoint.images.triton_image_uri` — the SageMaker Triton image for a region/version;
+- :data:`~mme_triton.endpoint.instance_specs.INSTANCE_TYPES` — each instance type's hardware, price and
+  memory for models (:class:`~mme_triton.endpoint.instance_specs.InstanceType`);
 - :class:`~mme_triton.endpoint.environment.TritonEnvironment` — the ``SAGEMAKER_TRITON_*`` settings;
 - :func:`~mme_triton.endpoint.deploy.deploy_mme` → :class:`~mme_triton.endpoint.handle.Endpoint`, with
   optional :class:`~mme_triton.endpoint.autoscaling.AutoScaling`;
 - :func:`~mme_triton.endpoint.planning.plan_deployment` → what deploy_mme would do, as a
   :class:`~mme_triton.endpoint.planning.DeploymentPlan` (read calls only);
 - :func:`~mme_triton.endpoint.models.endpoint_models` — the TargetModels a live endpoint serves;
+- :func:`~mme_triton.endpoint.metrics.endpoint_metrics` →
+  :class:`~mme_triton.endpoint.metrics.EndpointMetrics` — what it is doing, from CloudWatch;
 - :func:`~mme_triton.endpoint.teardown.teardown` and :func:`~mme_triton.endpoint.teardown.sweep` →
   :class:`~mme_triton.endpoint.teardown.TeardownReport`.
 """
@@ -18,6 +22,7 @@ from mme_triton.endpoint.deploy import deploy_mme
 from mme_triton.endpoint.environment import TritonEnvironment, validate_environment
 from mme_triton.endpoint.handle import Endpoint
 from mme_triton.endpoint.images import triton_image_uri
+from mme_triton.endpoint.metrics import EndpointMetrics, MetricPoint, endpoint_metrics
 from mme_triton.endpoint.models import endpoint_model_data_url, endpoint_models
 from mme_triton.endpoint.planning import DeploymentPlan, PlannedUpload, plan_deployment
 from mme_triton.endpoint.teardown import TeardownError, TeardownReport, sweep, teardown
@@ -26,11 +31,14 @@ __all__ = [
     "AutoScaling",
     "DeploymentPlan",
     "Endpoint",
+    "EndpointMetrics",
+    "MetricPoint",
     "PlannedUpload",
     "TeardownError",
     "TeardownReport",
     "TritonEnvironment",
     "deploy_mme",
+    "endpoint_metrics",
     "endpoint_model_data_url",
     "endpoint_models",
     "plan_deployment",

@@ -19,17 +19,19 @@ interrupted run left behind).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mme_triton._sagemaker import error_code, error_message, is_not_found
 from mme_triton.endpoint._resources import describe_or_none, tagged_leftovers
 from mme_triton.endpoint._retry import Deadline
+from mme_triton.endpoint.autoscaling import Registration, restore_registration
 from mme_triton.endpoint.handle import IN_PROGRESS, DeployProgress
 from mme_triton.errors import DeploymentError, DeploymentTimeoutError, EndpointFailedError
 
 if TYPE_CHECKING:
+    from mypy_boto3_application_autoscaling import ApplicationAutoScalingClient
     from mypy_boto3_sagemaker import SageMakerClient
 
 __all__ = ["EndpointState", "Ledger", "fail", "read_endpoint", "remove_superseded"]
@@ -39,7 +41,7 @@ logger = logging.getLogger(__name__)
 #: Seconds a failed deployment keeps trying to read the endpoint before deciding what to delete.
 RECOVERY_READ_SECONDS = 60.0
 
-_DELETE_ORDER = {"endpoint": 0, "endpoint-config": 1, "model": 2}
+_DELETE_ORDER = {"endpoint": 0, "endpoint-config": 1, "model": 2, "autoscaling": 3}
 
 
 @dataclass
@@ -71,6 +73,11 @@ class Ledger:
     #: "create" or "update" once that call was sent (whatever became of it).
     sent: str | None = None
     previous_config: str | None = None
+    #: Autoscaling of the endpoint's old variants, removed before an update that renames the variant
+    #: (SageMaker refuses to remove a variant that is a scalable target), to put back if the endpoint
+    #: stays on its old config; and how to reach Application Auto Scaling for that.
+    removed_autoscaling: list[Registration] = field(default_factory=list)
+    scaling_client: Callable[[], ApplicationAutoScalingClient] | None = None
 
     def add(self, kind: str, name: str) -> None:
         if (kind, name) not in self.created:
@@ -165,27 +172,76 @@ def _names(items: Sequence[tuple[str, ...]]) -> str:
     return ", ".join(f"{item[0]} {item[1]}" for item in items)
 
 
+def _stays_on_old_config(ledger: Ledger, state: EndpointState) -> bool:
+    """Whether the endpoint provably keeps (or is back on) the config it had before this call."""
+    if ledger.sent is None:
+        return True
+    return ledger.sent == "update" and state.status == "InService" and state.config != ledger.config_name
+
+
+def _restore_autoscaling(
+    ledger: Ledger, state: EndpointState, progress: DeployProgress | None
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]], list[tuple[str, str, str]]]:
+    """Put back the autoscaling removed for a variant rename when the old variant stays in service.
+
+    Returns (restored, left removed, failed with the reason), as ``("autoscaling", resource id)``.
+    """
+    if not ledger.removed_autoscaling:
+        return [], [], []
+    items = [("autoscaling", r.resource_id) for r in ledger.removed_autoscaling]
+    if not _stays_on_old_config(ledger, state) or ledger.scaling_client is None:
+        return [], items, []
+    restored: list[tuple[str, str]] = []
+    failed: list[tuple[str, str, str]] = []
+    for registration in ledger.removed_autoscaling:
+        if progress is not None:
+            progress("rollback", f"restoring the autoscaling of {registration.resource_id}")
+        try:
+            restore_registration(ledger.scaling_client(), registration)
+        except Exception as exc:
+            logger.error("rollback could not restore the autoscaling of %s: %s", registration, exc)
+            reason = f"{error_code(exc) or type(exc).__name__}: {error_message(exc)}; put back {registration}"
+            failed.append(("autoscaling", registration.resource_id, reason))
+            continue
+        restored.append(("autoscaling", registration.resource_id))
+    return restored, [], failed
+
+
 def fail(
     ledger: Ledger,
     exc: Exception,
     state: EndpointState,
     progress: DeployProgress | None,
 ) -> DeploymentError:
-    """Roll back what is provably unused after ``exc`` and return the error to raise (``exc`` chained)."""
+    """Roll back what is provably unused after ``exc`` (and put back the autoscaling removed for a
+    variant rename when the old variant stays in service); return the error to raise (``exc`` chained)."""
     to_delete, kept, why = _decide(ledger, state)
     kept = sorted(kept, key=lambda item: _DELETE_ORDER[item[0]])
     deleted, failed = _delete_all(ledger, to_delete, progress)
+    restored, scaling_left, scaling_failed = _restore_autoscaling(ledger, state, progress)
     name = ledger.endpoint_name
     base = str(exc) if isinstance(exc, DeploymentError) else f"deploying endpoint {name!r} failed: {exc}"
     parts = [base]
     if deleted:
         parts.append(f"rolled back {_names(deleted)}")
+    if restored:
+        back = [str(r) for r in ledger.removed_autoscaling if ("autoscaling", r.resource_id) in restored]
+        parts.append(f"restored the autoscaling removed for the variant rename: {'; '.join(back)}")
     if kept:
         parts.append(f"kept {_names(kept)}" + (f" because {why}" if why else ""))
+    if scaling_left:
+        parts.append(
+            "the autoscaling removed for the variant rename stays removed while the endpoint may still "
+            "switch to the new config, where that variant does not exist; if it stays on "
+            f"{ledger.previous_config}, put back " + "; ".join(str(r) for r in ledger.removed_autoscaling)
+        )
+    failed += scaling_failed
     if failed:
         parts.append(f"could not roll back {'; '.join(f'{k} {n} ({reason})' for k, n, reason in failed)}")
-    if kept or failed:
+    if kept or failed or scaling_left:
         parts.append(_how_to_finish(ledger))
+    deleted += restored
+    kept = kept + scaling_left
     kept = kept + [(kind, item) for kind, item, _ in failed]
     message = "; ".join(parts)
     if isinstance(exc, EndpointFailedError):

@@ -88,27 +88,26 @@ class Resolved:
     warnings: list[str] = field(default_factory=list)
     boto3_session: boto3.Session | None = None
     """The session clients are made from (a ``sagemaker.Session``'s, when one was given)."""
+    default_bucket: str | None = None
+    """The SageMaker SDK's default bucket, when ``model_data_url`` was derived from it."""
 
 
-def resolve(args: DeployArguments) -> Resolved:
-    """Check every argument (no AWS call before that), then make the clients and the plan.
+def resolve(args: DeployArguments, *, plan_only: bool = False) -> Resolved:
+    """Check every argument (no AWS call before that), then derive the SageMaker SDK's defaults, make the
+    clients and the plan.
+
+    With ``plan_only`` nothing is created on the way: the SDK's default bucket is named, not created
+    (``deploy_mme`` creates it, as the SDK's ``default_bucket()`` does).
 
     Raises:
         ValueError, TypeError: an argument AWS would refuse (see ``deploy_mme``).
     """
     check_name("endpoint name", args.endpoint_name)
     check_name("variant name", args.variant_name)
-    # A missing role or prefix comes from the SageMaker SDK, as its own estimators derive them.
-    session, given_url, role = deploy_defaults(
-        args.endpoint_name,
-        args.model_data_url,
-        args.role,
-        boto3_session=args.boto3_session,
-        sagemaker_session=args.sagemaker_session,
-    )
-    bucket, prefix = parse_s3_url(given_url)
-    model_data_url = f"s3://{bucket}/{prefix}"
-    check_role(role)
+    if args.role is not None:
+        check_role(args.role)
+    if args.model_data_url is not None:
+        parse_s3_url(args.model_data_url)
     instance = check_instance_type(args.instance_type)
     count = args.instance_count
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
@@ -134,6 +133,20 @@ def resolve(args: DeployArguments) -> Resolved:
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ValueError(f"several models would be uploaded as {', '.join(duplicates)}")
+
+    # Every pure check passed: a missing role or prefix now comes from the SageMaker SDK, as its own
+    # estimators derive them (the role with reads; the default bucket is created only by a deploy).
+    session, given_url, role = deploy_defaults(
+        args.endpoint_name,
+        args.model_data_url,
+        args.role,
+        boto3_session=args.boto3_session,
+        sagemaker_session=args.sagemaker_session,
+        create_bucket=not plan_only,
+    )
+    check_role(role)
+    bucket, prefix = parse_s3_url(given_url)
+    model_data_url = f"s3://{bucket}/{prefix}"
     image_uri = args.image_uri
 
     sagemaker: SageMakerClient = make_client(
@@ -197,6 +210,7 @@ def resolve(args: DeployArguments) -> Resolved:
             *environment_warnings(env),
         ],
         boto3_session=session,
+        default_bucket=bucket if args.model_data_url is None else None,
     )
 
 

@@ -38,6 +38,7 @@ __all__ = [
     "control_plane_config",
     "poll_delays",
     "read",
+    "read_backoff",
 ]
 
 logger = logging.getLogger(__name__)
@@ -50,6 +51,8 @@ CONTROL_PLANE_MAX_ATTEMPTS = 8
 #: Longest pause, in seconds, between two tries of a read that keeps failing.
 READ_BACKOFF_CAP = 10.0
 _READ_BACKOFF_BASE = 0.25
+# Doublings after which the base is past the cap, whatever the cap: 2**16 * 0.25 s is 4.5 hours.
+_READ_BACKOFF_DOUBLINGS = 16
 
 #: The first status poll comes this many seconds (before jitter) after the first one.
 FIRST_POLL_DELAY = 0.25
@@ -91,9 +94,20 @@ class Deadline:
         return time.monotonic() >= self.at
 
 
-def _backoff(attempt: int) -> float:
-    """The pause before retry ``attempt`` (0-based): exponential, capped, half of it random."""
-    ceiling = min(READ_BACKOFF_CAP, _READ_BACKOFF_BASE * 2**attempt)
+def read_backoff(attempt: int) -> float:
+    """The pause before retry ``attempt`` (0-based) of :func:`read`: exponential, capped at
+    :data:`READ_BACKOFF_CAP`, half of it random.
+
+    The exponent stops growing once the cap is reached, so a read that keeps failing for hours (attempt
+    1024 and beyond) still gets a pause instead of an ``OverflowError``.
+
+    Example:
+        >>> 0.125 <= read_backoff(0) <= 0.25
+        True
+        >>> READ_BACKOFF_CAP / 2 <= read_backoff(10**6) <= READ_BACKOFF_CAP
+        True
+    """
+    ceiling = min(READ_BACKOFF_CAP, _READ_BACKOFF_BASE * 2.0 ** min(attempt, _READ_BACKOFF_DOUBLINGS))
     return random.uniform(ceiling / 2, ceiling)
 
 
@@ -116,7 +130,7 @@ def read(call: Callable[..., T], /, *, deadline: Deadline, what: str, **kwargs: 
         except Exception as exc:
             if not is_transient(exc) or deadline.passed():
                 raise
-            pause = min(_backoff(attempt), deadline.remaining())
+            pause = min(read_backoff(attempt), deadline.remaining())
             logger.info(
                 "%s failed (%s), trying again in %.1fs: %s",
                 what,

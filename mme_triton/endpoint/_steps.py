@@ -24,7 +24,13 @@ from mme_triton.endpoint._recovery import (
 from mme_triton.endpoint._resolve import Resolved
 from mme_triton.endpoint._resources import TAG_ENDPOINT, TAG_MANAGED, describe_or_none, list_tags
 from mme_triton.endpoint._retry import Deadline, read
-from mme_triton.endpoint.autoscaling import apply_autoscaling, policy_name, remove_autoscaling, resource_id
+from mme_triton.endpoint.autoscaling import (
+    apply_autoscaling,
+    policy_name,
+    read_registration,
+    remove_autoscaling,
+    resource_id,
+)
 from mme_triton.endpoint.handle import IN_PROGRESS, DeployProgress, wait_for_endpoint
 from mme_triton.errors import DeploymentError
 
@@ -89,7 +95,7 @@ class Deployment:
                 self.ledger.previous_config = str(existing["EndpointConfigName"])
                 old_variants = {v["VariantName"] for v in existing.get("ProductionVariants", [])}
                 for old_variant in sorted(old_variants - {plan.variant_name}):
-                    remove_autoscaling(self.scaling_client(), name, old_variant, deadline=self.deadline)
+                    self._set_aside_autoscaling(old_variant)
         except Exception as exc:
             raise fail(self.ledger, exc, EndpointState(known=True), self.progress) from exc
 
@@ -136,7 +142,7 @@ class Deployment:
             return wait_for_endpoint(
                 self.sagemaker,
                 name,
-                timeout=self.deadline.remaining(),
+                timeout=max(self.deadline.remaining(), min(self.poll_interval, 1.0)),
                 poll_interval=self.poll_interval,
                 progress=self.progress,
             )
@@ -147,6 +153,19 @@ class Deployment:
                 endpoint_name=name,
             )
         return existing
+
+    def _set_aside_autoscaling(self, variant: str) -> None:
+        """Remove the autoscaling of a variant the update drops (SageMaker refuses UpdateEndpoint while a
+        variant it removes is a scalable target), after noting all of it in the ledger: a refused or
+        rolled-back update puts it back (:func:`~mme_triton.endpoint._recovery.fail`)."""
+        client = self.scaling_client()
+        name = self.plan.endpoint_name
+        registration = read_registration(client, name, variant, deadline=self.deadline)
+        if registration is None:
+            return
+        self.ledger.removed_autoscaling.append(registration)
+        self._say("autoscaling", f"removing {registration} before the update renames the variant")
+        remove_autoscaling(client, name, variant, deadline=self.deadline)
 
     def _ensure(self, kind: str, name: str, request: Mapping[str, Any]) -> None:
         """Create the model or endpoint config ``name`` unless this library already made it for the

@@ -2,7 +2,9 @@
 
 The variant (``endpoint/<name>/variant/<variant>``, dimension ``sagemaker:variant:DesiredInstanceCount``)
 is registered as a scalable target with a ``TargetTrackingScaling`` policy on the predefined metric
-``SageMakerVariantInvocationsPerInstance``. :func:`remove_autoscaling` undoes both and is idempotent.
+``SageMakerVariantInvocationsPerInstance``. :func:`remove_autoscaling` undoes both and is idempotent;
+:func:`read_registration` and :func:`restore_registration` take a variant's whole registration (every
+policy, the user's own too) away and put it back, around an update that may be refused.
 Reads are retried while Application Auto Scaling throttles or fails, until the ``deadline`` given (five
 minutes by default); a registration :func:`apply_autoscaling` makes is removed again when its policy
 cannot be put, so no scalable target is left without a policy.
@@ -12,8 +14,9 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from mme_triton._sagemaker import error_code
 from mme_triton.endpoint._retry import Deadline, read
@@ -22,17 +25,23 @@ if TYPE_CHECKING:
     from mypy_boto3_application_autoscaling import ApplicationAutoScalingClient
     from mypy_boto3_application_autoscaling.type_defs import (
         ScalableTargetTypeDef,
+        ScalingPolicyTypeDef,
         TargetTrackingScalingPolicyConfigurationTypeDef,
     )
 
 __all__ = [
     "SCALABLE_DIMENSION",
     "AutoScaling",
+    "Registration",
     "apply_autoscaling",
     "current_autoscaling",
     "policy_name",
+    "read_registration",
     "remove_autoscaling",
     "resource_id",
+    "restore_registration",
+    "scalable_target",
+    "scaling_policies",
 ]
 
 logger = logging.getLogger(__name__)
@@ -123,10 +132,10 @@ def current_autoscaling(
     return _current(client, endpoint_name, variant_name, _deadline(deadline))[0]
 
 
-def _scalable_target(
-    client: ApplicationAutoScalingClient, rid: str, deadline: Deadline
+def scalable_target(
+    client: ApplicationAutoScalingClient, rid: str, *, deadline: Deadline
 ) -> ScalableTargetTypeDef | None:
-    """The variant's scalable target (``rid`` is its resource id), or None."""
+    """The variant's scalable target (``rid`` is its resource id), or None; retried until ``deadline``."""
     targets = read(
         client.describe_scalable_targets,
         deadline=deadline,
@@ -138,15 +147,15 @@ def _scalable_target(
     return next((t for t in targets if t["ResourceId"] == rid), None)
 
 
-def _current(
-    client: ApplicationAutoScalingClient, endpoint_name: str, variant_name: str, deadline: Deadline
-) -> tuple[AutoScaling | None, bool]:
-    """(this library's registration as an AutoScaling or None, whether a scalable target exists)."""
-    rid = resource_id(endpoint_name, variant_name)
-    target = _scalable_target(client, rid, deadline)
-    if target is None:
-        return None, False
-    name = policy_name(endpoint_name, variant_name)
+def scaling_policies(
+    client: ApplicationAutoScalingClient,
+    rid: str,
+    *,
+    deadline: Deadline,
+    names: Sequence[str] | None = None,
+) -> list[ScalingPolicyTypeDef]:
+    """The scaling policies of the variant ``rid`` (only ``names`` when given), retried until ``deadline``."""
+    filters: dict[str, Any] = {"PolicyNames": list(names)} if names is not None else {}
     policies = read(
         client.describe_scaling_policies,
         deadline=deadline,
@@ -154,9 +163,22 @@ def _current(
         ServiceNamespace=_NAMESPACE,
         ResourceId=rid,
         ScalableDimension=SCALABLE_DIMENSION,
-        PolicyNames=[name],
+        **filters,
     ).get("ScalingPolicies", [])
-    policy = next((p for p in policies if p["ResourceId"] == rid and p["PolicyName"] == name), None)
+    return [p for p in policies if p["ResourceId"] == rid]
+
+
+def _current(
+    client: ApplicationAutoScalingClient, endpoint_name: str, variant_name: str, deadline: Deadline
+) -> tuple[AutoScaling | None, bool]:
+    """(this library's registration as an AutoScaling or None, whether a scalable target exists)."""
+    rid = resource_id(endpoint_name, variant_name)
+    target = scalable_target(client, rid, deadline=deadline)
+    if target is None:
+        return None, False
+    name = policy_name(endpoint_name, variant_name)
+    policies = scaling_policies(client, rid, deadline=deadline, names=[name])
+    policy = next((p for p in policies if p["PolicyName"] == name), None)
     if policy is None:
         return None, True
     config = policy.get("TargetTrackingScalingPolicyConfiguration", {})
@@ -246,17 +268,7 @@ def remove_autoscaling(
     rid = resource_id(endpoint_name, variant_name)
     deadline = _deadline(deadline)
     removed: list[str] = []
-    policies = read(
-        client.describe_scaling_policies,
-        deadline=deadline,
-        what=f"DescribeScalingPolicies({rid})",
-        ServiceNamespace=_NAMESPACE,
-        ResourceId=rid,
-        ScalableDimension=SCALABLE_DIMENSION,
-    ).get("ScalingPolicies", [])
-    for policy in policies:
-        if policy["ResourceId"] != rid:
-            continue
+    for policy in scaling_policies(client, rid, deadline=deadline):
         try:
             client.delete_scaling_policy(
                 PolicyName=policy["PolicyName"],
@@ -268,7 +280,7 @@ def remove_autoscaling(
         except ClientError as exc:
             if not _not_found(exc):
                 raise
-    if _scalable_target(client, rid, deadline) is not None:
+    if scalable_target(client, rid, deadline=deadline) is not None:
         try:
             client.deregister_scalable_target(
                 ServiceNamespace=_NAMESPACE, ResourceId=rid, ScalableDimension=SCALABLE_DIMENSION
@@ -280,3 +292,92 @@ def remove_autoscaling(
     if removed:
         logger.info("removed autoscaling of %s: %s", rid, ", ".join(removed))
     return removed
+
+
+# Inputs of RegisterScalableTarget, PutScalingPolicy and PutScheduledAction that their Describe* calls
+# give back (the rest of an answer, such as ARNs, alarms and creation times, is output only).
+_TARGET_KEYS = ("MinCapacity", "MaxCapacity", "SuspendedState")
+_POLICY_KEYS = (
+    "PolicyName",
+    "PolicyType",
+    "StepScalingPolicyConfiguration",
+    "TargetTrackingScalingPolicyConfiguration",
+    "PredictiveScalingPolicyConfiguration",
+)
+_SCHEDULED_KEYS = (
+    "ScheduledActionName",
+    "Schedule",
+    "Timezone",
+    "StartTime",
+    "EndTime",
+    "ScalableTargetAction",
+)
+
+
+@dataclass(frozen=True)
+class Registration:
+    """A variant's whole Application Auto Scaling registration, as read: its scalable target, every
+    scaling policy (the user's own included) and scheduled action. :func:`restore_registration` puts it
+    back after :func:`remove_autoscaling` took it away."""
+
+    resource_id: str
+    target: Mapping[str, Any]
+    policies: tuple[Mapping[str, Any], ...] = ()
+    scheduled_actions: tuple[Mapping[str, Any], ...] = ()
+
+    def __str__(self) -> str:
+        policies = ", ".join(str(p["PolicyName"]) for p in self.policies) or "no policy"
+        return (
+            f"{self.resource_id}: {self.target.get('MinCapacity')}-{self.target.get('MaxCapacity')} "
+            f"instances, {policies}"
+        )
+
+
+def read_registration(
+    client: ApplicationAutoScalingClient,
+    endpoint_name: str,
+    variant_name: str,
+    *,
+    deadline: Deadline | None = None,
+) -> Registration | None:
+    """The variant's registration (target, policies, scheduled actions), or None when it has none."""
+    rid = resource_id(endpoint_name, variant_name)
+    deadline = _deadline(deadline)
+    target = scalable_target(client, rid, deadline=deadline)
+    if target is None:
+        return None
+    policies = scaling_policies(client, rid, deadline=deadline)
+    actions = read(
+        client.describe_scheduled_actions,
+        deadline=deadline,
+        what=f"DescribeScheduledActions({rid})",
+        ServiceNamespace=_NAMESPACE,
+        ResourceId=rid,
+        ScalableDimension=SCALABLE_DIMENSION,
+    ).get("ScheduledActions", [])
+    return Registration(
+        resource_id=rid,
+        target={key: target[key] for key in _TARGET_KEYS if key in target},  # type: ignore[literal-required]
+        policies=tuple({k: p[k] for k in _POLICY_KEYS if k in p} for p in policies),  # type: ignore[literal-required]
+        scheduled_actions=tuple(
+            {k: a[k] for k in _SCHEDULED_KEYS if k in a}  # type: ignore[literal-required]
+            for a in actions
+            if a["ResourceId"] == rid
+        ),
+    )
+
+
+def restore_registration(client: ApplicationAutoScalingClient, registration: Registration) -> None:
+    """Register the target again and put back its policies and scheduled actions (each call an upsert,
+    so a registration that was only partly removed is completed, not duplicated)."""
+    common: dict[str, Any] = {
+        "ServiceNamespace": _NAMESPACE,
+        "ResourceId": registration.resource_id,
+        "ScalableDimension": SCALABLE_DIMENSION,
+    }
+    client.register_scalable_target(**common, **registration.target)
+    for policy in registration.policies:
+        client.put_scaling_policy(**common, **policy)
+    for action in registration.scheduled_actions:
+        client.put_scheduled_action(**common, **action)
+    logger.info("restored the autoscaling of %s", registration)

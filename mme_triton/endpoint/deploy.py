@@ -25,7 +25,7 @@ from mme_triton.endpoint._resolve import DeployArguments, emit_warnings, resolve
 from mme_triton.endpoint._steps import Deployment
 from mme_triton.endpoint.autoscaling import AutoScaling
 from mme_triton.endpoint.environment import TritonEnvironment
-from mme_triton.endpoint.handle import DeployProgress, Endpoint, wait_for_endpoint
+from mme_triton.endpoint.handle import DeployProgress, Endpoint, check_wait, wait_for_endpoint
 from mme_triton.endpoint.images import DEFAULT_TRITON_VERSION
 
 if TYPE_CHECKING:
@@ -126,9 +126,9 @@ def deploy_mme(
             ``failure_reason`` says why.
         DeploymentTimeoutError: not ``InService`` after ``timeout`` (or its status could not be read).
         DeploymentError: a SageMaker or Application Auto Scaling call failed (the cause is chained).
-        Each of these says in ``rolled_back`` what was deleted again and in ``kept`` what was left
-        because it may be in use, and the message says how to finish (docs/deploy.md, "What happens
-        when something fails").
+            Each of these errors says in ``rolled_back`` what was deleted again and in ``kept`` what
+            was left because it may be in use, and the message says how to finish (docs/deploy.md,
+            "What happens when something fails").
 
     Warns:
         MMETritonWarning: a setting that may not work (instance type, GPU driver, a variable that does
@@ -147,8 +147,7 @@ def deploy_mme(
     """
     from mme_triton.artifact.s3 import upload_models
 
-    if timeout <= 0 or poll_interval <= 0:
-        raise ValueError("timeout and poll_interval must be > 0 seconds")
+    check_wait(timeout, poll_interval)
     resolved = resolve(
         DeployArguments(
             endpoint_name=endpoint_name,
@@ -192,7 +191,13 @@ def deploy_mme(
             overwrite=overwrite,
         )
 
-    ledger = Ledger(resolved.sagemaker, endpoint_name, plan.config_name, plan.model_name)
+    ledger = Ledger(
+        resolved.sagemaker,
+        endpoint_name,
+        plan.config_name,
+        plan.model_name,
+        scaling_client=resolved.scaling_client,
+    )
     try:
         description = Deployment(resolved, ledger, wait, timeout, poll_interval, progress).run()
     except BaseException as exc:
@@ -219,13 +224,17 @@ def deploy_mme(
 def _interrupted(ledger: Ledger, exc: BaseException) -> None:
     """An interrupt (Ctrl-C) stops at once: nothing is deleted, the log and the exception say what stays."""
     left = ledger.unfinished()
-    if not left:
+    if not left and not ledger.removed_autoscaling:
         return
     note = (
         f"deploy_mme({ledger.endpoint_name!r}) was interrupted; left as they are: "
-        + ", ".join(f"{kind} {name}" for kind, name in left)
+        + (", ".join(f"{kind} {name}" for kind, name in left) or "nothing created")
         + " (run deploy_mme again with the same arguments to finish, or teardown() to remove them)"
     )
+    if ledger.removed_autoscaling:
+        note += "; the autoscaling removed for the variant rename: " + "; ".join(
+            str(r) for r in ledger.removed_autoscaling
+        )
     logger.error("%s", note)
     if hasattr(exc, "add_note"):
         exc.add_note(note)

@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from mme_triton._sagemaker import error_code, error_message, is_not_found, is_transient, make_client
@@ -29,8 +30,17 @@ if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
 
     from mme_triton.client.client import MMEClient
+    from mme_triton.endpoint.metrics import EndpointMetrics
 
-__all__ = ["IN_PROGRESS", "DeployProgress", "Endpoint", "control_plane_errors", "wait_for_endpoint"]
+__all__ = [
+    "IN_PROGRESS",
+    "DeployProgress",
+    "Endpoint",
+    "check_seconds",
+    "check_wait",
+    "control_plane_errors",
+    "wait_for_endpoint",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +54,29 @@ IN_PROGRESS = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack"
 
 #: Seconds :meth:`Endpoint.refresh` keeps retrying a DescribeEndpoint that is throttled or fails.
 REFRESH_SECONDS = 60.0
+
+
+def check_seconds(name: str, value: float) -> None:
+    """Refuse a duration argument ``name`` that is not a positive number of seconds.
+
+    Raises:
+        ValueError: ``value`` is not > 0 (NaN included).
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ValueError(f"{name} must be > 0 seconds, got {value!r}")
+
+
+def check_wait(timeout: float, poll_interval: float) -> None:
+    """Refuse a ``timeout`` or ``poll_interval`` that is not a positive number of seconds.
+
+    A ``poll_interval`` of 0 would poll DescribeEndpoint in a tight loop for the whole timeout (and be
+    throttled for it); a negative one makes ``time.sleep`` raise halfway through a wait.
+
+    Raises:
+        ValueError: either is not > 0 (NaN included).
+    """
+    check_seconds("timeout", timeout)
+    check_seconds("poll_interval", poll_interval)
 
 
 @contextlib.contextmanager
@@ -147,17 +180,55 @@ class Endpoint:
 
         return list_models(self.model_data_url, boto3_session=self._session, boto_config=self._boto_config)
 
+    def metrics(
+        self,
+        *,
+        start: datetime | timedelta | None = None,
+        end: datetime | None = None,
+        period: int | timedelta = 60,
+        variant: str | None = None,
+        timeout: float = 120.0,
+    ) -> EndpointMetrics:
+        """The endpoint's CloudWatch metrics over a window: what
+        :func:`~mme_triton.endpoint.metrics.endpoint_metrics` reads, with this handle's session, config and
+        region.
+
+        Raises:
+            EndpointNotFoundError: ``variant`` not given and the endpoint does not exist any more.
+            EndpointError: CloudWatch refused a read.
+
+        Example::
+
+            endpoint.metrics(start=timedelta(minutes=30)).summary()["cache_hit_ratio"]
+        """
+        from mme_triton.endpoint.metrics import endpoint_metrics
+
+        return endpoint_metrics(
+            self.name,
+            start=start,
+            end=end,
+            period=period,
+            variant=variant,
+            region=self.region,
+            boto3_session=self._session,
+            boto_config=self._boto_config,
+            sagemaker_client=self._sagemaker_client() if variant is None else None,
+            timeout=timeout,
+        )
+
     def wait(
         self, *, timeout: float = 1800, poll_interval: float = 15, progress: DeployProgress | None = None
     ) -> Endpoint:
         """Wait until the endpoint is ``InService`` (polling as :func:`wait_for_endpoint` does).
 
         Raises:
+            ValueError: ``timeout`` or ``poll_interval`` is not > 0.
             EndpointFailedError: it went to ``Failed`` (or an update was rolled back).
             DeploymentTimeoutError: not in service after ``timeout`` seconds.
             EndpointNotFoundError: the endpoint does not exist any more.
             DeploymentError: a describe call failed (the botocore error is chained).
         """
+        check_wait(timeout, poll_interval)
         description = wait_for_endpoint(
             self._sagemaker_client(),
             self.name,
@@ -213,12 +284,14 @@ def wait_for_endpoint(
     update SageMaker rolled back) counts as failed.
 
     Raises:
+        ValueError: ``timeout`` or ``poll_interval`` is not > 0.
         EndpointFailedError: ``Failed``, ``UpdateRollbackFailed``, ``OutOfService`` or a rolled-back update.
         DeploymentTimeoutError: still in progress after ``timeout`` seconds, or no status could be read
             before then (the last error is chained).
         EndpointNotFoundError: the endpoint does not exist (any more).
         DeploymentError: DescribeEndpoint failed in a way a retry does not cure (access denied, ...).
     """
+    check_wait(timeout, poll_interval)
     deadline = Deadline(timeout)
     delays = poll_delays(poll_interval)
     start = time.monotonic()

@@ -38,6 +38,7 @@ __all__ = [
     "InstanceCheck",
     "check_inference_ami_version",
     "check_instance_type",
+    "describe_instance_types",
     "gpu_warnings",
 ]
 
@@ -131,6 +132,29 @@ class InstanceCheck:
     warnings: list[str] = field(default_factory=list)
 
 
+def _size_order(size: str) -> tuple[int, int]:
+    """medium < large < xlarge < 2xlarge < ... (the number before ``xlarge`` counts)."""
+    if size.endswith("xlarge"):
+        return 2, int(size.removesuffix("xlarge") or 1)
+    return (0, 0) if size == "medium" else (1, 0)
+
+
+def describe_instance_types(types: frozenset[str]) -> str:
+    """``types`` grouped by family, sizes in order: ``"ml.g5: xlarge, 2xlarge; ml.p3: 2xlarge"``.
+
+    Example:
+        >>> describe_instance_types(frozenset({"ml.g5.2xlarge", "ml.g5.xlarge", "ml.p3.2xlarge"}))
+        'ml.g5: xlarge, 2xlarge; ml.p3: 2xlarge'
+    """
+    sizes: dict[str, list[str]] = {}
+    for name in types:
+        _, family, size = name.split(".")
+        sizes.setdefault(family, []).append(size)
+    return "; ".join(
+        f"ml.{family}: {', '.join(sorted(sizes[family], key=_size_order))}" for family in sorted(sizes)
+    )
+
+
 def _family_of(instance_type: str) -> str:
     parts = instance_type.split(".")
     return parts[1] if len(parts) == 3 else ""
@@ -181,7 +205,7 @@ def check_instance_type(instance_type: str) -> InstanceCheck:
         raise ValueError(f"{instance_type}: the K80 GPUs of ml.p2 are not supported by the Triton images")
     if not is_gpu_instance_type(instance_type):
         return InstanceCheck(is_gpu=False)  # multi-model endpoints support every CPU instance type
-    listed = "ml.g4dn and ml.g5 from xlarge to 16xlarge, ml.p3.2xlarge"
+    listed = describe_instance_types(MME_GPU_INSTANCE_TYPES)
     return InstanceCheck(
         is_gpu=True,
         warnings=[

@@ -4,7 +4,7 @@ It checks the arguments exactly as ``deploy_mme`` does, then reads (never writes
 Application Auto Scaling: which artifacts would be uploaded, which model, config and endpoint would be
 created, updated, kept or deleted, the model's Environment (with the shared-memory defaults), the image,
 the AMI, and every warning ``deploy_mme`` would give. Reads are retried while the control plane
-throttles or fails, for up to ``timeout`` seconds in all.
+throttles or fails, for up to ``timeout`` seconds in all (:data:`PLAN_TIMEOUT` by default).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from mme_triton.endpoint._resources import (
     tagged_leftovers,
 )
 from mme_triton.endpoint._retry import Deadline, read
-from mme_triton.endpoint.autoscaling import AutoScaling, current_autoscaling, resource_id
+from mme_triton.endpoint.autoscaling import AutoScaling, current_autoscaling, resource_id, scalable_target
 from mme_triton.endpoint.environment import TritonEnvironment
-from mme_triton.endpoint.handle import IN_PROGRESS
+from mme_triton.endpoint.handle import IN_PROGRESS, check_seconds
 from mme_triton.endpoint.images import DEFAULT_TRITON_VERSION
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DeploymentPlan", "PlannedUpload", "plan_deployment"]
 
-#: Seconds plan_deployment keeps retrying reads that are throttled or fail.
+#: Seconds plan_deployment keeps retrying reads that are throttled or fail, unless told otherwise.
 PLAN_TIMEOUT = 120.0
 
 EndpointAction = Literal["create", "update", "none"]
@@ -81,8 +81,11 @@ class DeploymentPlan:
         uploads: one :class:`PlannedUpload` per model of ``models=``.
         to_create, to_update, to_delete, to_keep: ``(kind, name)`` pairs, kinds ``"model"``,
             ``"endpoint-config"``, ``"endpoint"``, ``"autoscaling"`` (name: the scalable target's
-            resource id); ``to_delete`` lists what deploy_mme would remove once the endpoint is in service
-            (superseded configs and models, a registration it made earlier).
+            resource id) and ``"bucket"`` (the SageMaker SDK's default bucket, when ``model_data_url``
+            is derived from it and the bucket does not exist yet); ``to_delete`` lists what deploy_mme
+            would remove: the autoscaling of a variant the update drops (before UpdateEndpoint), and
+            once the endpoint is in service the configs and models made for it that it no longer uses
+            (superseded ones, leftovers of an interrupted run) and a registration it made earlier.
         autoscaling: the requested :class:`AutoScaling` (None: none, or an earlier one removed).
         warnings: what deploy_mme would warn about.
         blockers: why deploy_mme would fail before changing anything (empty: it would go ahead).
@@ -168,6 +171,7 @@ def plan_deployment(
     variant_name: str = "AllTraffic",
     autoscaling: AutoScaling | None = None,
     overwrite: bool = False,
+    timeout: float = PLAN_TIMEOUT,
     boto3_session: boto3.Session | None = None,
     sagemaker_session: Any = None,
     boto_config: Config | None = None,
@@ -177,14 +181,16 @@ def plan_deployment(
 ) -> DeploymentPlan:
     """What ``deploy_mme`` would do with these arguments; only read calls are made.
 
-    Takes ``deploy_mme``'s arguments except ``wait``, ``timeout``, ``poll_interval`` and ``progress``, and
-    checks them the same way.
+    Takes ``deploy_mme``'s arguments except ``wait``, ``poll_interval`` and ``progress``, and checks them
+    the same way. ``timeout`` bounds the plan's own reads (retried while the control plane throttles or
+    fails; :data:`PLAN_TIMEOUT` seconds by default), not a wait for ``InService``.
 
     Returns:
         A :class:`DeploymentPlan`.
 
     Raises:
-        ValueError, TypeError: invalid arguments (as deploy_mme raises them, before any call).
+        ValueError, TypeError: invalid arguments (as deploy_mme raises them, before any call), or a
+            ``timeout`` that is not > 0.
         DeploymentError: the endpoint, or a model or config under the derived names, cannot be read.
 
     Warns:
@@ -198,6 +204,7 @@ def plan_deployment(
     """
     from mme_triton.errors import DeploymentError
 
+    check_seconds("timeout", timeout)
     resolved = resolve(
         DeployArguments(
             endpoint_name=endpoint_name,
@@ -223,26 +230,29 @@ def plan_deployment(
             sagemaker_client=sagemaker_client,
             autoscaling_client=autoscaling_client,
             sagemaker_session=sagemaker_session,
-        )
+        ),
+        plan_only=True,
     )
     emit_warnings(resolved.warnings, stacklevel=2)
-    deadline = Deadline(PLAN_TIMEOUT)
+    deadline = Deadline(timeout)
     plan = _empty_plan(resolved)
     s3 = make_client("s3", client=s3_client, boto3_session=resolved.boto3_session, boto_config=boto_config)
+    if resolved.default_bucket is not None:
+        _plan_default_bucket(s3, resolved.default_bucket, plan, deadline)
     for item in resolved.model_items:
         upload, problem = _planned_upload(s3, item, plan.model_data_url, overwrite, deadline)
         plan.uploads.append(upload)
         if problem:
             plan.blockers.append(problem)
     try:
-        _plan_sagemaker(resolved, plan, deadline)
+        old_variants = _plan_sagemaker(resolved, plan, deadline)
     except DeploymentError:
         raise
     except Exception as exc:
         raise DeploymentError(
             f"cannot plan endpoint {endpoint_name!r}: {error_message(exc)}", endpoint_name=endpoint_name
         ) from exc
-    _plan_autoscaling(resolved, plan, deadline)
+    _plan_autoscaling(resolved, plan, old_variants, deadline)
     return plan
 
 
@@ -267,6 +277,17 @@ def _empty_plan(resolved: Resolved) -> DeploymentPlan:
         autoscaling=plan.autoscaling,
         warnings=list(resolved.warnings),
     )
+
+
+def _plan_default_bucket(s3: S3Client, bucket: str, plan: DeploymentPlan, deadline: Deadline) -> None:
+    """The SageMaker SDK's default bucket: deploy_mme creates it when missing (the plan never does)."""
+    try:
+        read(s3.head_bucket, deadline=deadline, what=f"HeadBucket({bucket})", Bucket=bucket)
+    except Exception as exc:
+        if error_code(exc) in ("404", "NoSuchBucket", "NotFound"):
+            plan.to_create.append(("bucket", bucket))
+            return
+        plan.warnings.append(f"the default bucket {bucket} cannot be checked: {error_message(exc)}")
 
 
 def _planned_upload(
@@ -307,7 +328,8 @@ def _planned_upload(
     return PlannedUpload(name, source, url, "conflict", digest), problem
 
 
-def _plan_sagemaker(resolved: Resolved, plan: DeploymentPlan, deadline: Deadline) -> None:
+def _plan_sagemaker(resolved: Resolved, plan: DeploymentPlan, deadline: Deadline) -> list[str]:
+    """The endpoint, model and config part of the plan; returns the variants an update would drop."""
     sagemaker = resolved.sagemaker
     name = plan.endpoint_name
     endpoint = describe_or_none(sagemaker.describe_endpoint, deadline=deadline, EndpointName=name)
@@ -328,9 +350,14 @@ def _plan_sagemaker(resolved: Resolved, plan: DeploymentPlan, deadline: Deadline
             plan.blockers.append(f"{kind} {resource} exists and was not created for endpoint {name!r}")
         else:
             plan.to_keep.append((kind, resource))
+    # What an earlier run left (an interrupted deploy, a rollback that failed) goes once the endpoint is
+    # in service on the new config, whether it is created or updated.
+    configs, models = tagged_leftovers(sagemaker, name, deadline=deadline)
+    plan.to_delete += [("endpoint-config", c) for c in configs if c != plan.endpoint_config_name]
+    plan.to_delete += [("model", m) for m in models if m != plan.model_name]
     if endpoint is None:
         plan.to_create.append(("endpoint", name))
-        return
+        return []
     plan.endpoint_status = str(endpoint["EndpointStatus"])
     plan.current_endpoint_config = str(endpoint["EndpointConfigName"])
     if list_tags(sagemaker, endpoint["EndpointArn"], deadline=deadline).get(TAG_MANAGED) != "true":
@@ -340,22 +367,28 @@ def _plan_sagemaker(resolved: Resolved, plan: DeploymentPlan, deadline: Deadline
     if plan.current_endpoint_config == plan.endpoint_config_name:
         plan.endpoint_action = "none"
         plan.to_keep.append(("endpoint", name))
-    else:
-        plan.endpoint_action = "update"
-        plan.to_update.append(("endpoint", name))
-    configs, models = tagged_leftovers(sagemaker, name, deadline=deadline)
-    plan.to_delete += [("endpoint-config", c) for c in configs if c != plan.endpoint_config_name]
-    plan.to_delete += [("model", m) for m in models if m != plan.model_name]
+        return []
+    plan.endpoint_action = "update"
+    plan.to_update.append(("endpoint", name))
+    running = {str(v["VariantName"]) for v in endpoint.get("ProductionVariants", [])}
+    return sorted(running - {plan.variant_name})
 
 
-def _plan_autoscaling(resolved: Resolved, plan: DeploymentPlan, deadline: Deadline) -> None:
+def _plan_autoscaling(
+    resolved: Resolved, plan: DeploymentPlan, old_variants: Sequence[str], deadline: Deadline
+) -> None:
     rid = resource_id(plan.endpoint_name, plan.variant_name)
     if plan.autoscaling is None and plan.endpoint_status is None:
         return
     try:
-        current = current_autoscaling(
-            resolved.scaling_client(), plan.endpoint_name, plan.variant_name, deadline=deadline
-        )
+        client = resolved.scaling_client()
+        # A variant the update drops loses its autoscaling before UpdateEndpoint (SageMaker refuses to
+        # remove a scalable target's variant), whoever registered it.
+        for old_variant in old_variants:
+            old = resource_id(plan.endpoint_name, old_variant)
+            if scalable_target(client, old, deadline=deadline) is not None:
+                plan.to_delete.append(("autoscaling", old))
+        current = current_autoscaling(client, plan.endpoint_name, plan.variant_name, deadline=deadline)
     except Exception as exc:
         plan.warnings.append(f"the autoscaling of {rid} cannot be read: {error_message(exc)}")
         return

@@ -2,21 +2,24 @@
 
 One read-only look through DescribeEndpoint → DescribeEndpointConfig → DescribeModel, Application Auto
 Scaling's scalable targets and policies, and the S3 listing of the endpoint's prefix. ``mme-triton status``
-prints it.
+prints it. Every read is retried while the control plane throttles or fails, as deploys and teardowns
+retry theirs (:func:`~mme_triton.endpoint._retry.read`), and autoscaling that cannot be read (no
+Application Auto Scaling permission, say) is reported as unknown rather than failing the whole look.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from mme_triton._sagemaker import make_client, model_data_url_of, serving_container
+from mme_triton._sagemaker import error_code, error_message, make_client, model_data_url_of, serving_container
 from mme_triton._sdk import boto3_session_of
-from mme_triton.endpoint._retry import control_plane_config
-from mme_triton.endpoint.autoscaling import SCALABLE_DIMENSION, resource_id
-from mme_triton.endpoint.handle import control_plane_errors
+from mme_triton.endpoint._retry import Deadline, control_plane_config, read
+from mme_triton.endpoint.autoscaling import resource_id, scalable_target, scaling_policies
+from mme_triton.endpoint.handle import check_seconds, control_plane_errors
 
 if TYPE_CHECKING:
     import boto3
@@ -25,7 +28,12 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_sagemaker import SageMakerClient
 
-__all__ = ["EndpointStatus", "ScalingStatus", "VariantStatus", "endpoint_status"]
+__all__ = ["STATUS_TIMEOUT", "EndpointStatus", "ScalingStatus", "VariantStatus", "endpoint_status"]
+
+logger = logging.getLogger(__name__)
+
+#: Seconds endpoint_status keeps retrying reads that are throttled or fail, unless told otherwise.
+STATUS_TIMEOUT = 60.0
 
 
 @dataclass(frozen=True)
@@ -54,7 +62,9 @@ class VariantStatus:
         current_instance_count, desired_instance_count: SageMaker's counts (``None`` while it has none,
             e.g. during creation).
         model_name: the model the variant serves.
-        scaling: its autoscaling registration, ``None`` without one.
+        scaling: its autoscaling registration, ``None`` without one (or when it cannot be read).
+        scaling_error: why its autoscaling could not be read (e.g. no Application Auto Scaling read
+            permission); ``None`` when it was read.
     """
 
     name: str
@@ -63,6 +73,7 @@ class VariantStatus:
     desired_instance_count: int | None
     model_name: str | None
     scaling: ScalingStatus | None = None
+    scaling_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -113,7 +124,9 @@ class EndpointStatus:
                 f"model {variant.model_name or '?'}"
             )
             scaling = variant.scaling
-            if scaling is None:
+            if variant.scaling_error is not None:
+                lines.append(f"    autoscaling    unknown (cannot be read: {variant.scaling_error})")
+            elif scaling is None:
                 lines.append("    autoscaling    none")
             else:
                 target = scaling.target_invocations_per_instance
@@ -130,21 +143,14 @@ def _count(value: int | None) -> str:
     return "-" if value is None else str(value)
 
 
-def _scaling(client: ApplicationAutoScalingClient, endpoint_name: str, variant: str) -> ScalingStatus | None:
+def _scaling(
+    client: ApplicationAutoScalingClient, endpoint_name: str, variant: str, deadline: Deadline
+) -> ScalingStatus | None:
     rid = resource_id(endpoint_name, variant)
-    targets = client.describe_scalable_targets(
-        ServiceNamespace="sagemaker", ResourceIds=[rid], ScalableDimension=SCALABLE_DIMENSION
-    ).get("ScalableTargets", [])
-    target = next((t for t in targets if t["ResourceId"] == rid), None)
+    target = scalable_target(client, rid, deadline=deadline)
     if target is None:
         return None
-    policies = [
-        p
-        for p in client.describe_scaling_policies(
-            ServiceNamespace="sagemaker", ResourceId=rid, ScalableDimension=SCALABLE_DIMENSION
-        ).get("ScalingPolicies", [])
-        if p["ResourceId"] == rid
-    ]
+    policies = scaling_policies(client, rid, deadline=deadline)
     tracking = next(
         (
             p["TargetTrackingScalingPolicyConfiguration"]
@@ -161,10 +167,29 @@ def _scaling(client: ApplicationAutoScalingClient, endpoint_name: str, variant: 
     )
 
 
+def _variant_scaling(
+    client: ApplicationAutoScalingClient, endpoint_name: str, variant: str, deadline: Deadline
+) -> tuple[ScalingStatus | None, str | None]:
+    """(the variant's autoscaling, None) or (None, why it cannot be read).
+
+    Like a deploy, which needs Application Auto Scaling only when asked for autoscaling, the status of
+    an endpoint does not fail for want of that permission (or while that service keeps failing).
+    """
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return _scaling(client, endpoint_name, variant, deadline), None
+    except (ClientError, BotoCoreError) as exc:
+        reason = f"{error_code(exc) or type(exc).__name__}: {error_message(exc)}"
+        logger.warning("cannot read the autoscaling of %s: %s", resource_id(endpoint_name, variant), reason)
+        return None, reason
+
+
 def endpoint_status(
     endpoint_name: str,
     *,
     list_artifacts: bool = True,
+    timeout: float = STATUS_TIMEOUT,
     region: str | None = None,
     boto3_session: boto3.Session | None = None,
     sagemaker_session: Any = None,
@@ -178,6 +203,7 @@ def endpoint_status(
     Parameters:
         endpoint_name: the endpoint.
         list_artifacts: also list the TargetModels under its prefix (one S3 ListObjectsV2 call).
+        timeout: seconds the reads are retried in all while the control plane throttles or fails.
         region, boto3_session, sagemaker_session: the region and session (a ``sagemaker.Session``'s
             ``boto_session``) the clients are made from.
         boto_config, sagemaker_client, autoscaling_client, s3_client: a botocore ``Config``, and ready
@@ -185,8 +211,11 @@ def endpoint_status(
 
     Raises:
         EndpointNotFoundError: the endpoint does not exist.
-        DeploymentError: a describe call failed (the botocore error is chained).
+        DeploymentError: a SageMaker describe call failed, or kept failing until ``timeout`` (the botocore
+            error is chained). Application Auto Scaling errors do not raise: the variant's
+            ``scaling_error`` says why its autoscaling is unknown.
         ArtifactError: the S3 listing failed.
+        ValueError: ``timeout`` is not > 0.
 
     Example::
 
@@ -195,19 +224,36 @@ def endpoint_status(
     """
     from mme_triton.artifact.s3 import list_models
 
+    check_seconds("timeout", timeout)
+    deadline = Deadline(timeout)
     session = boto3_session_of(boto3_session, sagemaker_session)
     clients: dict[str, Any] = {"boto3_session": session, "boto_config": boto_config, "region": region}
     sagemaker: SageMakerClient = make_client(
         "sagemaker", client=sagemaker_client, default_config=control_plane_config(), **clients
     )
     with control_plane_errors(endpoint_name, "describe"):
-        endpoint = sagemaker.describe_endpoint(EndpointName=endpoint_name)
+        endpoint = read(
+            sagemaker.describe_endpoint,
+            deadline=deadline,
+            what=f"DescribeEndpoint({endpoint_name})",
+            EndpointName=endpoint_name,
+        )
     config_name = str(endpoint["EndpointConfigName"])
     with control_plane_errors(endpoint_name, "read the config and model of", missing_is_endpoint=False):
-        config = sagemaker.describe_endpoint_config(EndpointConfigName=config_name)
+        config = read(
+            sagemaker.describe_endpoint_config,
+            deadline=deadline,
+            what=f"DescribeEndpointConfig({config_name})",
+            EndpointConfigName=config_name,
+        )
         configured = {v["VariantName"]: v for v in config.get("ProductionVariants", [])}
         model_names = {str(v["ModelName"]) for v in configured.values() if v.get("ModelName")}
-        models = {name: sagemaker.describe_model(ModelName=name) for name in sorted(model_names)}
+        models = {
+            name: read(
+                sagemaker.describe_model, deadline=deadline, what=f"DescribeModel({name})", ModelName=name
+            )
+            for name in sorted(model_names)
+        }
     scaling_client: ApplicationAutoScalingClient = make_client(
         "application-autoscaling",
         client=autoscaling_client,
@@ -216,22 +262,21 @@ def endpoint_status(
     )
     running = {v["VariantName"]: v for v in endpoint.get("ProductionVariants", [])}
     variants: list[VariantStatus] = []
-    with control_plane_errors(endpoint_name, "read the autoscaling of", missing_is_endpoint=False):
-        for name in list(configured) + [n for n in running if n not in configured]:
-            setting: Any = configured.get(name, {})
-            state: Any = running.get(name, {})
-            variants.append(
-                VariantStatus(
-                    name=name,
-                    instance_type=setting.get("InstanceType"),
-                    current_instance_count=state.get("CurrentInstanceCount"),
-                    desired_instance_count=state.get(
-                        "DesiredInstanceCount", setting.get("InitialInstanceCount")
-                    ),
-                    model_name=setting.get("ModelName"),
-                    scaling=_scaling(scaling_client, endpoint_name, name),
-                )
+    for name in list(configured) + [n for n in running if n not in configured]:
+        setting: Any = configured.get(name, {})
+        state: Any = running.get(name, {})
+        scaling, scaling_error = _variant_scaling(scaling_client, endpoint_name, name, deadline)
+        variants.append(
+            VariantStatus(
+                name=name,
+                instance_type=setting.get("InstanceType"),
+                current_instance_count=state.get("CurrentInstanceCount"),
+                desired_instance_count=state.get("DesiredInstanceCount", setting.get("InitialInstanceCount")),
+                model_name=setting.get("ModelName"),
+                scaling=scaling,
+                scaling_error=scaling_error,
             )
+        )
     model = next(iter(models.values()), None)
     url = model_data_url_of(model) if model is not None else None
     container = serving_container(model) if model is not None else None

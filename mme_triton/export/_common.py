@@ -18,11 +18,13 @@ from typing import Any
 
 from mme_triton.errors import ExportError
 from mme_triton.model._pb import ModelConfig
-from mme_triton.model._staging import staged_model_dir
+from mme_triton.model._staging import check_model_name, staged_model_dir
 from mme_triton.model.onnx_check import GraphTensor
 
 __all__ = [
+    "DEFAULT_OPSET",
     "ExportError",
+    "check_export_options",
     "compare_outputs",
     "graph_config",
     "prepare_target",
@@ -85,19 +87,36 @@ def torch_elem_type(dtype: Any) -> int:
         raise TypeError(f"torch dtype {name} has no Triton datatype") from None
 
 
+#: The ONNX opset the ONNX exporters write by default: one the onnxruntime of every SageMaker Triton image
+#: the library offers reads (torch's own default moves with torch releases).
+DEFAULT_OPSET = 17
+
+
+def check_export_options(*, max_batch_size: int, instance_count: int, version: int) -> None:
+    """The exporters' shared options, refused alike.
+
+    Raises:
+        ValueError: ``max_batch_size`` < 0, ``instance_count`` < 1 or ``version`` < 1.
+    """
+    for name, value, least in (
+        ("max_batch_size", max_batch_size, 0),
+        ("instance_count", instance_count, 1),
+        ("version", version, 1),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
+
+
 def prepare_target(model_dir: str | os.PathLike[str], *, overwrite: bool) -> Path:
     """The destination directory; refuses an existing one unless ``overwrite``.
 
     Raises:
         FileExistsError: ``model_dir`` exists and ``overwrite`` is false.
-        ValueError: the directory name could not be a model name (empty, whitespace).
+        ValueError: the directory name could not be a model name (the rule of
+            :func:`~mme_triton.model._staging.check_model_name`).
     """
     target = Path(model_dir)
-    if not target.name or any(c.isspace() for c in target.name):
-        raise ValueError(
-            f"model directory name {target.name!r} cannot be a model name: it must be non-empty and "
-            "contain no whitespace"
-        )
+    check_model_name(target.name, "model directory name")
     if target.exists() and not overwrite:
         raise FileExistsError(f"{target} exists; pass overwrite=True to replace it")
     return target
@@ -147,7 +166,9 @@ def compare_outputs(
     """Compare exported outputs with the framework's; returns the largest absolute difference.
 
     The difference is logged (INFO). Outputs must agree within ``atol + rtol * |expected|`` element-wise
-    (``numpy.allclose``), with the same shapes.
+    (``numpy.allclose``), with the same shapes. NaN agrees with NaN and an infinity with the same
+    infinity (a model that computes NaN where the framework does is exported); NaN against a number is a
+    difference, counted apart from the largest absolute difference of the numbers.
 
     Raises:
         ExportError: a shape differs or a value is outside the tolerance.
@@ -157,6 +178,7 @@ def compare_outputs(
     largest = 0.0
     worst = ""
     failed: list[str] = []
+    nan_mismatches = 0
     for name, actual, wanted in zip(names, got, expected, strict=True):
         actual_array = np.asarray(actual)
         wanted_array = np.asarray(wanted)
@@ -171,8 +193,15 @@ def compare_outputs(
         if actual_array.dtype.kind in "fc" or wanted_array.dtype.kind in "fc":
             a64 = actual_array.astype(np.float64)
             w64 = wanted_array.astype(np.float64)
-            diff = float(np.max(np.abs(a64 - w64)))
-            close = bool(np.allclose(a64, w64, atol=atol, rtol=rtol))
+            nan_a, nan_w = np.isnan(a64), np.isnan(w64)
+            # positions where both hold a number; NaN against NaN agrees, NaN against a number does not
+            numbers = ~(nan_a | nan_w)
+            with np.errstate(invalid="ignore"):  # inf - inf is NaN: the same infinity is no difference
+                gaps = np.where(a64[numbers] == w64[numbers], 0.0, np.abs(a64[numbers] - w64[numbers]))
+            diff = float(gaps.max()) if gaps.size else 0.0
+            mismatched = int(np.count_nonzero(nan_a != nan_w))
+            nan_mismatches += mismatched
+            close = mismatched == 0 and bool(np.allclose(a64, w64, atol=atol, rtol=rtol, equal_nan=True))
         else:
             diff = float(np.max(np.abs(actual_array.astype(np.int64) - wanted_array.astype(np.int64))))
             close = diff == 0
@@ -182,11 +211,16 @@ def compare_outputs(
             failed.append(name)
     logger.info("%s: largest absolute difference %.3g (output %r)", what, largest, worst)
     if failed:
+        how = []
+        if largest > atol or not nan_mismatches:
+            how.append(f"by up to {largest:.3g}, more than atol={atol:g} + rtol={rtol:g}")
+        if nan_mismatches:
+            how.append(f"with NaN against a number in {nan_mismatches} element(s)")
         raise ExportError(
-            f"{what}: outputs {', '.join(repr(n) for n in failed)} differ from the framework model by up to "
-            f"{largest:.3g}, more than atol={atol:g} + rtol={rtol:g}; the exported graph does not compute "
-            "the same thing (data-dependent control flow, a shape fixed at export time, or a module left "
-            "in training mode are the usual causes)",
+            f"{what}: outputs {', '.join(repr(n) for n in failed)} differ from the framework model "
+            f"{' and '.join(how)}; the exported graph does not compute the same thing (data-dependent "
+            "control flow, a shape fixed at export time, or a module left in training mode are the usual "
+            "causes)",
             model_dir=str(model_dir),
             max_abs_diff=largest,
         )

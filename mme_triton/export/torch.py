@@ -29,7 +29,7 @@ def export_pytorch(
     dynamic_batching: bool = True,
     dynamic_axes: Mapping[str, Mapping[int, str]] | None = None,
     instance_count: int = 1,
-    opset_version: int = 17,
+    opset_version: int | None = None,
     version: int = 1,
     overwrite: bool = False,
     atol: float = 1e-4,
@@ -56,11 +56,21 @@ def export_pytorch(
         dynamic_batching: with ``max_batch_size > 0``, let Triton batch concurrent requests.
         dynamic_axes: further variable dimensions, as ``torch.onnx.export`` takes them.
         instance_count: model instances Triton creates.
-        opset_version: the ONNX opset.
+        opset_version: the ONNX opset (default :data:`~mme_triton.export._common.DEFAULT_OPSET`, 17).
         version: the version directory to write.
         overwrite: replace an existing ``model_dir``; otherwise an existing one is an error.
         atol / rtol: the tolerance of the ONNX Runtime check (``numpy.allclose``).
         export_kwargs: passed on to ``torch.onnx.export`` (e.g. ``dynamo=True``).
+
+    The three exporters share one vocabulary: ``model_dir``, ``max_batch_size``, ``dynamic_batching``,
+    ``instance_count``, ``version``, ``overwrite``, ``atol``/``rtol`` and (for the ONNX ones)
+    ``opset_version`` and ``**export_kwargs`` mean the same everywhere. What differs has a reason: the
+    first argument is a ``module`` here and in :func:`~mme_triton.export.export_torchscript` (a
+    ``torch.nn.Module``, torch's word) and a ``model`` in :func:`~mme_triton.export.export_transformers`
+    (a ``transformers`` model, that library's word); ``max_batch_size`` defaults to 0 here, since an
+    arbitrary module's example inputs need not have a batch dimension, where a text encoder's always do
+    (8 there); ``dynamic_axes`` and ``input_names``/``output_names`` exist here because a module's tensors
+    are the caller's to name and shape, where an encoder's are fixed.
 
     Raises:
         FileExistsError: ``model_dir`` exists and ``overwrite`` is false.
@@ -76,6 +86,8 @@ def export_pytorch(
     import torch
 
     from mme_triton.export._common import (
+        DEFAULT_OPSET,
+        check_export_options,
         compare_outputs,
         graph_config,
         prepare_target,
@@ -86,12 +98,7 @@ def export_pytorch(
     from mme_triton.model.config import format_config
     from mme_triton.model.onnx_check import read_graph_signature
 
-    if max_batch_size < 0:
-        raise ValueError(f"max_batch_size must be >= 0, got {max_batch_size}")
-    if instance_count < 1:
-        raise ValueError(f"instance_count must be >= 1, got {instance_count}")
-    if version < 1:
-        raise ValueError(f"version must be >= 1, got {version}")
+    check_export_options(max_batch_size=max_batch_size, instance_count=instance_count, version=version)
     target = prepare_target(model_dir, overwrite=overwrite)
 
     args = example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)
@@ -126,7 +133,7 @@ def export_pytorch(
                 input_names=inputs,
                 output_names=outputs,
                 dynamic_axes={k: v for k, v in axes.items() if v},
-                opset_version=opset_version,
+                opset_version=DEFAULT_OPSET if opset_version is None else opset_version,
                 **export_kwargs,
             )
         # torch.onnx.export puts the module back into the mode it found it in; keep it in eval mode.

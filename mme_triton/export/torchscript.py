@@ -29,11 +29,12 @@ def export_torchscript(
     overwrite: bool = False,
     dynamic_batching: bool = True,
     instance_count: int = 1,
+    version: int = 1,
     script: bool = False,
     atol: float = 1e-5,
     rtol: float = 1e-4,
 ) -> Path:
-    """Trace (or script) ``module`` to ``<model_dir>/1/model.pt`` and write its complete config.pbtxt.
+    """Trace (or script) ``module`` to ``<model_dir>/<version>/model.pt`` and write its complete config.pbtxt.
 
     The config says ``platform: "pytorch_libtorch"`` and lists every input and output with the datatype
     and dims of the example run. With ``max_batch_size > 0`` dimension 0 is the batch dimension (left out
@@ -53,8 +54,16 @@ def export_torchscript(
         overwrite: replace an existing ``model_dir``.
         dynamic_batching: with ``max_batch_size > 0``, let Triton batch concurrent requests.
         instance_count: model instances Triton creates.
+        version: the version directory to write.
         script: ``torch.jit.script`` instead of ``torch.jit.trace`` (keeps data-dependent control flow).
         atol / rtol: tolerance of the check of the saved file against the module.
+
+    The options mean what they mean for :func:`~mme_triton.export.export_pytorch` and
+    :func:`~mme_triton.export.export_transformers`. What differs has a reason: the tolerance is tighter
+    (``atol=1e-5``, ``rtol=1e-4`` against ``1e-4``/``1e-3``) because the TorchScript file runs PyTorch's
+    own kernels, where ONNX Runtime's fused kernels sum in other orders; there is no ``opset_version``
+    or ``**export_kwargs`` (no ONNX export is made), and ``script`` instead; names default to the
+    PyTorch backend's ``INPUT__0``/``OUTPUT__0``, since a TorchScript file carries no tensor names.
 
     Returns:
         ``model_dir``.
@@ -75,6 +84,7 @@ def export_torchscript(
 
     from mme_triton.export._common import (
         ExportError,
+        check_export_options,
         compare_outputs,
         graph_config,
         prepare_target,
@@ -84,10 +94,7 @@ def export_torchscript(
     from mme_triton.model.config import format_config
     from mme_triton.model.onnx_check import GraphTensor
 
-    if max_batch_size < 0:
-        raise ValueError(f"max_batch_size must be >= 0, got {max_batch_size}")
-    if instance_count < 1:
-        raise ValueError(f"instance_count must be >= 1, got {instance_count}")
+    check_export_options(max_batch_size=max_batch_size, instance_count=instance_count, version=version)
     target = prepare_target(model_dir, overwrite=overwrite)
     args = example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)
     for index, arg in enumerate(args):
@@ -130,7 +137,7 @@ def export_torchscript(
     ]
 
     with staged_model_dir(target) as staged:
-        model_path = staged / "1" / "model.pt"
+        model_path = staged / str(version) / "model.pt"
         model_path.parent.mkdir(parents=True)
         with torch.no_grad():
             compiled = torch.jit.script(module) if script else torch.jit.trace(module, args)

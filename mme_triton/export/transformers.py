@@ -8,14 +8,17 @@ ever downloaded.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import os
 import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ENCODER_INPUTS", "export_transformers"]
+__all__ = ["ENCODER_INPUTS", "TOKENIZER_DIR", "export_transformers"]
 
 logger = logging.getLogger(__name__)
 
@@ -23,6 +26,10 @@ logger = logging.getLogger(__name__)
 ENCODER_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _OUTPUTS = ("last_hidden_state", "pooler_output")
 _DEFAULT_SEQUENCE = 8
+
+#: Where the tokenizer goes by default: a directory of the model directory, beside its version
+#: directories (``<model_dir>/tokenizer/``).
+TOKENIZER_DIR = "tokenizer"
 
 
 def export_transformers(
@@ -34,12 +41,15 @@ def export_transformers(
     sequence_length: int | None = None,
     opset_version: int | None = None,
     overwrite: bool = False,
+    dynamic_batching: bool = True,
+    instance_count: int = 1,
+    version: int = 1,
     tokenizer_dir: str | os.PathLike[str] | None = None,
     atol: float = 1e-4,
     rtol: float = 1e-3,
-    **kwargs: Any,
+    **export_kwargs: Any,
 ) -> Path:
-    """Export an encoder model to ``<model_dir>/1/model.onnx`` with a complete config.pbtxt.
+    """Export an encoder model to ``<model_dir>/<version>/model.onnx`` with a complete config.pbtxt.
 
     Inputs are the ones the model's forward takes among ``input_ids``, ``attention_mask`` and
     ``token_type_ids``, all ``TYPE_INT64`` with a variable batch dimension (with ``max_batch_size > 0``)
@@ -52,9 +62,17 @@ def export_transformers(
     The export is checked: the ONNX graph runs in ONNX Runtime on inputs of another batch size and
     sequence length (with padding in ``attention_mask``) and is compared with the PyTorch model; the
     largest difference is logged, and one beyond ``atol + rtol * |expected|`` raises
-    :class:`~mme_triton.export.ExportError`. The tokenizer, when given, is saved with
-    ``save_pretrained`` to ``tokenizer_dir`` (default: ``<model_dir>-tokenizer`` beside the model
-    directory) for the notebook and a pre-processing model to load.
+    :class:`~mme_triton.export.ExportError`. A variable sequence axis is checked at a second length
+    whenever the model has two positions or more (a model with 6 positions: exported at 5, checked at 6).
+
+    The tokenizer, when given, is saved with ``save_pretrained`` to ``<model_dir>/tokenizer/``, inside
+    the model directory beside its version directories. There it travels with the model (in its
+    archive, under its content digest) and no tool that walks the repository takes it for a model:
+    Triton treats every directory of a repository as a model, but loads only the numbered directories of
+    a model as versions (it logs that it ignores ``tokenizer``, and ``validate_model`` says the same in a
+    ``version-directory-ignored`` warning). It is saved in the staged model directory, so a failed export
+    leaves the old model and tokenizer as they were. ``tokenizer_dir=`` saves it elsewhere instead
+    (replaced only once the new one is saved).
 
     Parameters:
         model: a ``transformers`` encoder as ``AutoModel`` gives it (``BertModel``, ``RobertaModel``,
@@ -63,11 +81,23 @@ def export_transformers(
         tokenizer: the model's tokenizer (optional); decides ``token_type_ids`` and is saved.
         max_batch_size: the largest batch Triton sends (0: no batch dimension, inputs ``[sequence]``).
         sequence_length: a fixed sequence length (e.g. 512), or ``None`` for a variable one.
-        opset_version: the ONNX opset (default: torch's).
-        overwrite: replace an existing model directory (and tokenizer directory).
-        tokenizer_dir: where the tokenizer is saved.
+        opset_version: the ONNX opset (default :data:`~mme_triton.export._common.DEFAULT_OPSET`, 17,
+            as for ``export_pytorch``).
+        overwrite: replace an existing model directory (and ``tokenizer_dir``).
+        dynamic_batching: with ``max_batch_size > 0``, let Triton batch concurrent requests.
+        instance_count: model instances Triton creates.
+        version: the version directory to write.
+        tokenizer_dir: save the tokenizer there instead of ``<model_dir>/tokenizer/``.
         atol / rtol: the tolerance of the ONNX Runtime check.
-        kwargs: passed on to ``torch.onnx.export`` (``dynamo=True`` selects the newer exporter).
+        export_kwargs: passed on to ``torch.onnx.export`` (``dynamo=True`` selects the newer exporter).
+
+    The options mean what they mean for :func:`~mme_triton.export.export_pytorch` and
+    :func:`~mme_triton.export.export_torchscript`. What differs has a reason: the first argument is a
+    ``model`` (a ``transformers`` model, that library's word) where theirs is a ``module`` (a
+    ``torch.nn.Module``, torch's); ``max_batch_size`` defaults to 8, not 0, because tokenized text always
+    comes with a batch dimension, where an arbitrary module's example inputs need not; the tensors'
+    names and shapes are the encoder's (no ``input_names``, ``output_names`` or ``dynamic_axes``), and
+    ``sequence_length``, ``tokenizer`` and ``tokenizer_dir`` are a text model's.
 
     Returns:
         ``model_dir``.
@@ -89,6 +119,8 @@ def export_transformers(
     import torch
 
     from mme_triton.export._common import (
+        DEFAULT_OPSET,
+        check_export_options,
         compare_outputs,
         graph_config,
         prepare_target,
@@ -99,18 +131,15 @@ def export_transformers(
     from mme_triton.model.config import format_config
     from mme_triton.model.onnx_check import read_graph_signature
 
-    if max_batch_size < 0:
-        raise ValueError(f"max_batch_size must be >= 0, got {max_batch_size}")
+    check_export_options(max_batch_size=max_batch_size, instance_count=instance_count, version=version)
     if sequence_length is not None and sequence_length < 1:
         raise ValueError(f"sequence_length must be >= 1, got {sequence_length}")
     target = prepare_target(model_dir, overwrite=overwrite)
-    saved_tokenizer: Path | None = None
-    if tokenizer is not None:
-        saved_tokenizer = (
-            Path(tokenizer_dir) if tokenizer_dir is not None else target.with_name(f"{target.name}-tokenizer")
-        )
-        if saved_tokenizer.exists() and not overwrite:
-            raise FileExistsError(f"{saved_tokenizer} exists; pass overwrite=True to replace it")
+    outside: Path | None = None  # a tokenizer_dir= outside the model directory
+    if tokenizer is not None and tokenizer_dir is not None:
+        outside = Path(tokenizer_dir)
+        if outside.exists() and not overwrite:
+            raise FileExistsError(f"{outside} exists; pass overwrite=True to replace it")
 
     config = getattr(model, "config", None)
     vocab_size = int(getattr(config, "vocab_size", 0) or 0)
@@ -123,12 +152,9 @@ def export_transformers(
         )
     names = _input_names(model, tokenizer)
     limit = int(getattr(config, "max_position_embeddings", 0) or 0)
-    export_length = sequence_length or _DEFAULT_SEQUENCE
-    check_length = sequence_length or _DEFAULT_SEQUENCE + 3
-    if limit and max(export_length, check_length) > limit:
-        if sequence_length is not None:
-            raise ValueError(f"sequence_length {sequence_length} exceeds the model's {limit} positions")
-        export_length = check_length = min(limit, 2)
+    if sequence_length is not None and limit and sequence_length > limit:
+        raise ValueError(f"sequence_length {sequence_length} exceeds the model's {limit} positions")
+    export_length, check_length = _sequence_lengths(sequence_length, limit)
 
     model.eval()
     export_batch = 2
@@ -150,14 +176,18 @@ def export_transformers(
             axes[name] = {0: "batch"} if max_batch_size > 0 else {}
             if sequence_length is None and name != "pooler_output":
                 axes[name][offset] = "sequence"
-    export_args: dict[str, Any] = {"dynamo": False, **kwargs}
-    if opset_version is not None:
-        export_args["opset_version"] = opset_version
+    export_args: dict[str, Any] = {
+        "dynamo": False,
+        **export_kwargs,
+        "opset_version": DEFAULT_OPSET if opset_version is None else opset_version,
+    }
 
-    with staged_model_dir(target) as staged:
-        onnx_path = staged / "1" / "model.onnx"
+    # The model moves into place first, then a tokenizer_dir= tokenizer; either failing leaves the old ones.
+    with _staged_tokenizer(outside) as staged_tokenizer, staged_model_dir(target) as staged:
+        onnx_path = staged / str(version) / "model.onnx"
         onnx_path.parent.mkdir(parents=True)
-        with torch.no_grad(), quiet_legacy_export():
+        quiet = quiet_legacy_export() if not export_args["dynamo"] else contextlib.nullcontext()
+        with torch.no_grad(), quiet:
             torch.onnx.export(
                 wrapper,
                 unbatched(export_feeds),
@@ -186,17 +216,64 @@ def export_transformers(
         )
         graph_inputs, graph_outputs = read_graph_signature(onnx_path)
         triton_config = graph_config(
-            target.name, "onnxruntime_onnx", max_batch_size, graph_inputs, graph_outputs
+            target.name,
+            "onnxruntime_onnx",
+            max_batch_size,
+            graph_inputs,
+            graph_outputs,
+            dynamic_batching=dynamic_batching,
+            instance_count=instance_count,
         )
         (staged / "config.pbtxt").write_text(format_config(triton_config), encoding="utf-8")
-
-    if tokenizer is not None and saved_tokenizer is not None:
-        if saved_tokenizer.exists():
-            shutil.rmtree(saved_tokenizer)
-        tokenizer.save_pretrained(str(saved_tokenizer))
-        logger.info("saved the tokenizer of %s to %s", target.name, saved_tokenizer)
+        if tokenizer is not None:
+            saved = staged / TOKENIZER_DIR if staged_tokenizer is None else staged_tokenizer
+            tokenizer.save_pretrained(str(saved))
+    if tokenizer is not None:
+        logger.info("saved the tokenizer of %s to %s", target.name, outside or target / TOKENIZER_DIR)
     logger.info("exported %s to %s (inputs %s, outputs %s)", type(model).__name__, target, names, outputs)
     return target
+
+
+def _sequence_lengths(sequence_length: int | None, limit: int) -> tuple[int, int]:
+    """(the length to export at, the length to check at): two different lengths for a variable sequence
+    axis whenever the model's ``limit`` positions leave room for two (a graph that fixed the length at
+    export time fails the check), the one length when it is fixed."""
+    if sequence_length is not None:
+        return sequence_length, sequence_length
+    if not limit or limit > _DEFAULT_SEQUENCE + 3:
+        return _DEFAULT_SEQUENCE, _DEFAULT_SEQUENCE + 3
+    if limit >= 3:
+        return min(_DEFAULT_SEQUENCE, limit - 1), limit
+    if limit == 2:
+        return 2, 1
+    logger.info("the model has one position: its sequence axis is checked at that length only")
+    return 1, 1
+
+
+@contextlib.contextmanager
+def _staged_tokenizer(destination: Path | None) -> Iterator[Path | None]:
+    """Where to save a tokenizer bound for ``destination`` (None: nothing to stage): a directory beside
+    it that replaces it on a clean exit, the old one removed only once the new one is in its place; on
+    an exception the new one is removed and the old one left as it was."""
+    if destination is None:
+        yield None
+        return
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.staging-", dir=destination.parent))
+    try:
+        fresh = staging / destination.name
+        yield fresh
+        previous = staging / "previous"
+        if destination.exists():
+            destination.rename(previous)
+        try:
+            fresh.rename(destination)
+        except OSError:
+            if previous.exists():
+                previous.rename(destination)
+            raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _input_names(model: Any, tokenizer: Any) -> list[str]:

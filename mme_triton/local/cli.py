@@ -18,7 +18,7 @@ from typing import Any
 from mme_triton.local.route.limits import DEFAULT_MAX_COMPRESSION_RATIO, DEFAULT_MAX_MEMBERS
 from mme_triton.local.triton.options import DEFAULT_SHM_LIMIT
 
-__all__ = ["add_local_commands", "local_up", "parse_size", "quickstart"]
+__all__ = ["add_local_commands", "local_up", "parse_period", "parse_size", "quickstart"]
 
 _UNITS = {
     "": 1,
@@ -61,6 +61,27 @@ def _budget(text: str) -> int | str:
     return "instance" if text.strip().lower() == "instance" else parse_size(text)
 
 
+def parse_period(text: str) -> int:
+    """``"1s"`` -> 1, ``"1m"`` -> 60, ``"60"`` -> 60: a metrics period in seconds (1, 5, 10, 20, 30 or a
+    multiple of 60).
+
+    Raises:
+        argparse.ArgumentTypeError: not such a period.
+    """
+    from mme_triton.local.aws.metrics import check_metrics_period
+
+    match = re.fullmatch(r"\s*([0-9]+)\s*(s|m|min)?\s*", text.lower())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"not a period: {text!r} (e.g. 1s, 10s, 1m)")
+    seconds = int(match.group(1)) * (60 if match.group(2) in ("m", "min") else 1)
+    try:
+        return check_metrics_period(seconds)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"the metrics period must be 1s, 5s, 10s, 20s, 30s or a multiple of 1m, got {text!r}"
+        ) from None
+
+
 def local_up(args: argparse.Namespace, *, stop: threading.Event | None = None) -> int:
     """``mme-triton local up``: run a LocalStack in the foreground until Ctrl-C, SIGTERM or ``stop`` is set.
 
@@ -83,6 +104,8 @@ def local_up(args: argparse.Namespace, *, stop: threading.Event | None = None) -
         max_unpacked_bytes=args.max_unpacked_bytes,
         max_archive_members=args.max_archive_members,
         max_compression_ratio=args.max_compression_ratio,
+        metrics_period=args.metrics_period,
+        triton_ports=args.triton_ports,
     )
     event = stop or threading.Event()
     in_main_thread = threading.current_thread() is threading.main_thread()
@@ -101,11 +124,16 @@ def local_up(args: argparse.Namespace, *, stop: threading.Event | None = None) -
             _out()
             _out(f"execution role: {stack.role_arn}")
             _out(f"model data url: {model_data_url}")
+            _out(f"metrics:        to the stack's CloudWatch every {_period(stack.metrics_period)}")
             _out()
+            if args.triton_ports:
+                _out("Triton's own ports (perf_analyzer, model-analyzer) are printed as endpoints come up.")
             _out("Press Ctrl-C to stop.")
+            shown: dict[str, Any] = {}
             try:
                 while not event.wait(0.5):
-                    pass
+                    if args.triton_ports:
+                        _show_triton_endpoints(stack, shown)
             except KeyboardInterrupt:
                 pass
             _out("stopping ...")
@@ -116,6 +144,29 @@ def local_up(args: argparse.Namespace, *, stop: threading.Event | None = None) -
         for sig, handler in previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
     return 0
+
+
+def _show_triton_endpoints(stack: Any, shown: dict[str, Any]) -> None:
+    """Print each in-service endpoint's Triton ports once (again after a restart), and each model it loads
+    with the name Triton serves it under."""
+    for endpoint in stack.runtime.endpoints():
+        found = stack.triton_endpoints(endpoint)
+        if found is None:
+            continue
+        before = shown.get(endpoint)
+        if before is None or before.http_url != found.http_url:
+            _out(
+                f"endpoint {endpoint}: Triton HTTP {found.http_url}, gRPC {found.grpc_url}, "
+                f"metrics {found.metrics_url}"
+            )
+            before = None
+        for target, name in sorted(found.models.items()):
+            if before is None or target not in before.models:
+                _out(
+                    f"endpoint {endpoint}: {target} is loaded as Triton model {name!r} "
+                    f"(perf_analyzer -m {shlex.quote(name)} -u {found.http_url.removeprefix('http://')})"
+                )
+        shown[endpoint] = found
 
 
 def quickstart(args: argparse.Namespace) -> int:
@@ -147,6 +198,10 @@ def quickstart(args: argparse.Namespace) -> int:
     return 0
 
 
+def _period(seconds: int) -> str:
+    return f"{seconds // 60}m" if seconds >= 60 else f"{seconds}s"
+
+
 def _tensor(name: str, value: Any) -> str:
     """``OUTPUT0 [2, 3] = [0.225 0.95 1.05; 1.475 1.2 2.3]``: a small tensor on one line, rows by ``;``."""
     rows = "; ".join(" ".join(f"{v:.4g}" for v in row) for row in value.reshape(value.shape[0], -1))
@@ -168,20 +223,35 @@ def add_local_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         type=_budget,
         default=None,
         help="memory an endpoint's loaded models may hold before the least recently used are unloaded: a "
-        "size, or 'instance' (the default): the instance type's memory less --reserved-memory, at most "
-        "half of this machine's",
+        "size, or 'instance' (the default): the instance type's memory for models (docs/capacity.md), at "
+        "most half of this machine's",
     )
     up.add_argument(
         "--reserved-memory",
         type=parse_size,
         default=None,
-        help="what an instance keeps for itself, not for models (default: 1GiB)",
+        help="what an instance keeps for itself, not for models (default: the instance type's, "
+        "docs/capacity.md: 1GiB and 1/64 of the memory on a CPU type)",
     )
     up.add_argument("--max-models", type=int, default=None, help="most models an endpoint keeps loaded")
     up.add_argument(
         "--bucket", default=None, help="bucket to create (default: mme-triton-local-<account id>)"
     )
     up.add_argument("--triton-log-verbose", type=int, default=0, help="Triton's --log-verbose level")
+    up.add_argument(
+        "--metrics-period",
+        type=parse_period,
+        default=60,
+        metavar="PERIOD",
+        help="how often the endpoints' CloudWatch metrics are published: 1m as on SageMaker (default), "
+        "or 1s, 5s, 10s, 20s, 30s to watch them closely (docs/metrics.md)",
+    )
+    up.add_argument(
+        "--triton-ports",
+        action="store_true",
+        help="also open each endpoint's Triton HTTP, gRPC and metrics ports on 127.0.0.1 (for perf_analyzer "
+        "and model-analyzer) and print them, with the Triton name of each model loaded",
+    )
     limits = up.add_argument_group("limits that protect this machine (docs/local.md)")
     limits.add_argument(
         "--shm-limit",

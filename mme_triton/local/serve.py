@@ -191,13 +191,18 @@ def serve_environment(environment: Mapping[str, str]) -> dict[str, str]:
 
 
 def default_triton_factory(
-    *, log_verbose: int = 0, startup_timeout: float = 60.0, shm_limit: int = DEFAULT_SHM_LIMIT
+    *,
+    log_verbose: int = 0,
+    startup_timeout: float = 60.0,
+    shm_limit: int = DEFAULT_SHM_LIMIT,
+    triton_ports: bool = False,
 ) -> TritonFactory:
     """Builds each endpoint's :class:`~mme_triton.local.triton.server.TritonServer` as the serve script would,
     within the stack's limits (``shm_limit``: see :func:`~mme_triton.local.route.limits.bound_triton_args`).
 
     ``--log-verbose`` follows ``SAGEMAKER_TRITON_LOG_VERBOSE`` when the Environment sets it, else
-    ``log_verbose`` (not the script's default verbose logging).
+    ``log_verbose`` (not the script's default verbose logging). ``triton_ports`` opens each server's own
+    HTTP, gRPC and metrics endpoints on 127.0.0.1 (:mod:`~mme_triton.local.triton.ports`).
     """
 
     def factory(endpoint_name: str, environment: Mapping[str, str], workdir: Path) -> TritonLike:
@@ -224,6 +229,7 @@ def default_triton_factory(
             env=plan.env,
             log_verbose=log_verbose,
             startup_timeout=startup_timeout,
+            triton_ports=triton_ports,
         )
 
     return factory

@@ -10,7 +10,9 @@
   sessions send ``sagemaker-runtime`` calls) and in front of moto's WSGI app (for clients that know one
   URL only);
 - one :class:`~mme_triton.local.triton.server.TritonServer` per in-service endpoint, started when the endpoint
-  goes ``InService``, replaced after ``UpdateEndpoint`` and stopped by ``DeleteEndpoint``.
+  goes ``InService``, replaced after ``UpdateEndpoint`` and stopped by ``DeleteEndpoint``;
+- a :class:`~mme_triton.local.aws.metrics.MetricsRecorder` that publishes the endpoints' metrics to the
+  control plane's CloudWatch every ``metrics_period`` seconds (:attr:`LocalStack.metrics`).
 
 The stack never touches ``os.environ``: it hands out a boto3 session whose clients default to it, so every
 other boto3 client in the process keeps reaching real AWS.
@@ -28,12 +30,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from mme_triton.errors import LocalStackError
-from mme_triton.local.route.budget import (
-    DEFAULT_RESERVED_MEMORY,
-    FROM_INSTANCE,
-    BudgetSetting,
-    endpoint_budget,
-)
+from mme_triton.local.aws.metrics import DEFAULT_METRICS_PERIOD, MetricsRecorder, check_metrics_period
+from mme_triton.local.route.budget import FROM_INSTANCE, BudgetSetting, endpoint_budget
 from mme_triton.local.route.endpoint_runtime import DEFAULT_READY_TIMEOUT, EndpointRuntime
 from mme_triton.local.route.limits import (
     DEFAULT_MAX_COMPRESSION_RATIO,
@@ -50,6 +48,8 @@ if TYPE_CHECKING:
 
     from mme_triton.local.aws.controlplane import ControlPlane
     from mme_triton.local.route.runtime_server import RuntimeServer
+    from mme_triton.local.route.timings import LoadTimings
+    from mme_triton.local.triton.ports import TritonEndpoints
     from mme_triton.local.triton.server import TritonServer
 
 __all__ = ["DEFAULT_BUCKET_PREFIX", "LocalStack"]
@@ -80,10 +80,11 @@ class LocalStack:
         region: the region the stack's sessions use.
         memory_budget: what an endpoint's loaded models may hold (their model instances' resident and
             shared memory, at least their extracted files) before the least recently used unused ones are
-            unloaded: ``"instance"`` (the default) for the production variant's instance type's memory less
-            ``reserved_memory``, at most half of this machine's memory; bytes; or ``None`` for no byte
-            limit. See ``docs/local.md``.
-        reserved_memory: what an instance keeps for itself, not for models (default 1 GiB).
+            unloaded: ``"instance"`` (the default) for the production variant's instance type's memory for
+            models (:data:`~mme_triton.endpoint.instance_specs.INSTANCE_TYPES`), at most half of this
+            machine's memory; bytes; or ``None`` for no byte limit. See ``docs/local.md``.
+        reserved_memory: what an instance keeps for itself, not for models, in place of the instance type's
+            documented default (:attr:`~mme_triton.endpoint.instance_specs.InstanceType.reserved`).
         max_models: how many models an endpoint keeps loaded at most (``None``: no count limit).
         workdir: where the scratch directory (Triton's files, extracted models) is created; default: the
             system's temporary directory. It is removed by :meth:`stop`.
@@ -100,6 +101,11 @@ class LocalStack:
             ``VolumeSizeInGB`` when set, else 16 GiB (a number is a ceiling on both).
         max_archive_members: entries one archive may hold (default 10,000).
         max_compression_ratio: how many times an archive may expand (default 200).
+        metrics_period: seconds between two publications of the endpoints' CloudWatch metrics: 60 as on
+            SageMaker (every minute), or 1, 5, 10, 20, 30 for tests and notebooks (high-resolution
+            metrics, read back with a period as short). Metrics left are published by :meth:`stop`.
+        triton_ports: also open each endpoint's Triton HTTP, gRPC and metrics endpoints on 127.0.0.1, for
+            perf_analyzer and model-analyzer (:meth:`triton_endpoints`); off by default, as on SageMaker.
 
     Raises:
         UnsupportedPlatformError: from :meth:`start`, when this is not Linux x86_64 with glibc >= 2.35.
@@ -122,7 +128,7 @@ class LocalStack:
         *,
         region: str = "us-east-1",
         memory_budget: BudgetSetting = FROM_INSTANCE,
-        reserved_memory: int = DEFAULT_RESERVED_MEMORY,
+        reserved_memory: int | None = None,
         max_models: int | None = None,
         workdir: str | Path | None = None,
         transition_delay: float = 0.0,
@@ -133,11 +139,11 @@ class LocalStack:
         max_unpacked_bytes: int | None = None,
         max_archive_members: int = DEFAULT_MAX_MEMBERS,
         max_compression_ratio: float = DEFAULT_MAX_COMPRESSION_RATIO,
+        metrics_period: float = DEFAULT_METRICS_PERIOD,
+        triton_ports: bool = False,
     ) -> None:
-        if memory_budget is not None and memory_budget != FROM_INSTANCE and memory_budget <= 0:
-            raise ValueError("memory_budget must be > 0 bytes (or None for no byte limit, or 'instance')")
-        endpoint_budget(memory_budget, None)  # any other misuse
-        if reserved_memory < 0:
+        endpoint_budget(memory_budget, None)  # refuses what it cannot use
+        if reserved_memory is not None and reserved_memory < 0:
             raise ValueError("reserved_memory must be >= 0 bytes")
         if max_models is not None and max_models <= 0:
             raise ValueError("max_models must be > 0 (or None for no count limit)")
@@ -164,6 +170,9 @@ class LocalStack:
         self.max_unpacked_bytes = max_unpacked_bytes
         self.max_archive_members = max_archive_members
         self.max_compression_ratio = max_compression_ratio
+        self.metrics_period = check_metrics_period(metrics_period)
+        self._metrics: MetricsRecorder | None = None
+        self.triton_ports = triton_ports
         self._plane: ControlPlane | None = None
         self._server: RuntimeServer | None = None
         self._runtime: InvocationRuntime | None = None
@@ -213,7 +222,7 @@ class LocalStack:
                 reserved_memory=self.reserved_memory,
                 max_models=self.max_models,
                 triton_factory=default_triton_factory(
-                    log_verbose=self._log_verbose, shm_limit=self.shm_limit
+                    log_verbose=self._log_verbose, shm_limit=self.shm_limit, triton_ports=self.triton_ports
                 ),
                 ready_timeout=self._model_ready_timeout,
                 max_unpacked_bytes=self.max_unpacked_bytes,
@@ -230,6 +239,7 @@ class LocalStack:
             from mme_triton.local.route.runtime_server import RuntimeServer
 
             server = RuntimeServer(runtime)
+            metrics: MetricsRecorder | None = None
             try:
                 server.start()
                 plane.service_urls["sagemaker-runtime"] = server.url
@@ -237,13 +247,17 @@ class LocalStack:
                 runtime.account_id = plane.account_id
                 runtime.bind(plane.boto3_session())
                 self._role_arn = self._create_role(plane)
+                metrics = MetricsRecorder(self._cloudwatch(plane), period=self.metrics_period).start()
             except BaseException:
                 server.stop()
                 runtime.stop()
+                if metrics is not None:
+                    metrics.stop()
                 plane.stop()
                 shutil.rmtree(workdir, ignore_errors=True)
                 raise
             self._plane, self._runtime, self._workdir, self._server = plane, runtime, workdir, server
+            self._metrics = metrics
             logger.info("embedded stack up at %s (account %s)", plane.url, plane.account_id)
             return self
 
@@ -254,11 +268,14 @@ class LocalStack:
         """
         with self._lock:
             plane, runtime, workdir, server = self._plane, self._runtime, self._workdir, self._server
+            metrics, self._metrics = self._metrics, None
             self._plane = self._runtime = self._workdir = self._server = None
         if server is not None:
             server.stop()
         if runtime is not None:
             runtime.stop()
+        if metrics is not None:
+            metrics.stop()  # what the endpoints recorded last reaches CloudWatch before it goes
         if plane is not None:
             plane.stop()
         if workdir is not None:
@@ -314,6 +331,18 @@ class LocalStack:
         self._running_plane()
         assert self._runtime is not None
         return self._runtime
+
+    @property
+    def metrics(self) -> MetricsRecorder:
+        """The recorder that publishes the endpoints' metrics to the stack's CloudWatch.
+
+        ``stack.metrics.endpoint(endpoint_name, variant_name)`` is the
+        :class:`~mme_triton.local.aws.metrics.EndpointMetricsSink` of a production variant; see
+        ``docs/metrics.md`` for what each of its methods publishes.
+        """
+        self._running_plane()
+        assert self._metrics is not None
+        return self._metrics
 
     def boto3_session(self) -> boto3.Session:
         """A boto3 session whose clients default to the stack (endpoint URL, credentials, region).
@@ -408,6 +437,39 @@ class LocalStack:
         runtime = self.endpoint_runtime(endpoint_name)
         return runtime.model_memory() if runtime is not None else {}
 
+    def load_timings(self, endpoint_name: str) -> dict[str, LoadTimings]:
+        """How long each TargetModel's last load took on an endpoint, by part (download, extract, the wait
+        for room, load; a copy loaded again from the volume downloads nothing), and its unload once
+        unloaded: what a cold start on the stack is made of."""
+        runtime = self.endpoint_runtime(endpoint_name)
+        return runtime.load_timings() if runtime is not None else {}
+
+    def unload_model(self, endpoint_name: str, target_model: str, *, timeout: float | None = 60.0) -> bool:
+        """Unload a model from an endpoint's Triton now (after its requests finish), as if evicted (its copy
+        stays on the volume); its next request loads it again. ``False`` when it was not loaded."""
+        runtime = self.endpoint_runtime(endpoint_name)
+        return runtime.unload_model(target_model, timeout=timeout) if runtime is not None else False
+
+    def triton_endpoints(self, endpoint_name: str) -> TritonEndpoints | None:
+        """Triton's own HTTP, gRPC and metrics URLs behind an endpoint, and the Triton name of each
+        loaded TargetModel; ``None`` unless the stack runs with ``triton_ports=True`` and the endpoint
+        is in service.
+
+        Example::
+
+            found = stack.triton_endpoints("demo")
+            found.http_url, found.models  # ('http://127.0.0.1:40123', {'linear.tar.gz': 'linear.tar.gz'})
+        """
+        from mme_triton.local.route.names import triton_model_name
+        from mme_triton.local.triton.ports import TritonEndpoints
+
+        runtime = self.endpoint_runtime(endpoint_name)
+        ports = getattr(runtime.triton, "triton_ports", None) if runtime is not None else None
+        if runtime is None or ports is None:
+            return None
+        models = {name: triton_model_name(name) for name in runtime.loaded_models()}
+        return TritonEndpoints(ports.http_url, ports.grpc_url, ports.metrics_url, models)
+
     # -- internals -----------------------------------------------------------------------------------
 
     def _running_plane(self) -> ControlPlane:
@@ -415,6 +477,15 @@ class LocalStack:
         if plane is None:
             raise RuntimeError("the LocalStack is not running: use it as a context manager or call start()")
         return plane
+
+    @staticmethod
+    def _cloudwatch(plane: ControlPlane) -> Any:
+        from botocore.config import Config
+
+        config = Config(
+            retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=5, read_timeout=30
+        )
+        return plane.client("cloudwatch", config=config)
 
     def _create_role(self, plane: ControlPlane) -> str:
         iam: Any = plane.boto3_session().client("iam")

@@ -13,9 +13,29 @@ from pathlib import Path
 from mme_triton.errors import ModelValidationError
 from mme_triton.model.problems import Problem
 
-__all__ = ["staged_model_dir", "unstaged"]
+__all__ = ["check_model_name", "staged_model_dir", "unstaged"]
 
 logger = logging.getLogger(__name__)
+
+
+def check_model_name(name: str, what: str = "model name") -> None:
+    """The rule for the name of a model directory the library creates (its name is the model's name).
+
+    Not empty, no whitespace (Triton's python backend starts a model's stub through a shell, so a name
+    with a space cannot load), no ``/`` (one directory), and no leading ``.`` (a hidden directory, which
+    repository-wide tools skip, and the form of the library's own staging directories).
+
+    Raises:
+        TypeError: ``name`` is not a str.
+        ValueError: it breaks the rule (the message says which part).
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"{what} must be a str, got {type(name).__name__}")
+    if not name or any(c.isspace() for c in name) or "/" in name or name.startswith("."):
+        raise ValueError(
+            f"{what} {name!r} must be a non-empty directory name without whitespace or '/', not starting "
+            "with '.'"
+        )
 
 
 @contextmanager

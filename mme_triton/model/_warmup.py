@@ -134,19 +134,19 @@ def _warmup_sample(
         )
     if any(s == 0 for s in shape):
         raise ValueError(f"model_warmup sample for input {name!r} is empty (shape {shape})")
-    return shape, _raw_bytes(array, wanted)
+    return shape, _raw_bytes(name, array, wanted)
 
 
-def _raw_bytes(array: Any, datatype: str) -> bytes:
+def _raw_bytes(name: str, array: Any, datatype: str) -> bytes:
     """Row-major little-endian bytes; BYTES elements as 4-byte length + bytes (warm-up file format)."""
     import numpy as np
 
+    from mme_triton.client._tensors import bytes_elements, serialize_bytes
     from mme_triton.client.datatypes import numpy_dtype
 
     if datatype == "BYTES":
-        parts = []
-        for item in array.reshape(-1):
-            data = item.encode("utf-8") if isinstance(item, str) else bytes(item)
-            parts.append(len(data).to_bytes(4, "little") + data)
-        return b"".join(parts)
+        try:
+            return serialize_bytes(bytes_elements(name, array))
+        except TypeError as exc:
+            raise ValueError(f"model_warmup sample for input {name!r}: {exc}") from None
     return bytes(np.ascontiguousarray(array, dtype=numpy_dtype(datatype)).tobytes())

@@ -70,6 +70,7 @@ def build_ensemble(
         ``max_batch_size`` (0 when no step batches), and an empty version directory ``1/``.
 
     Raises:
+        TypeError: ``steps``, ``inputs`` or ``outputs`` is one string instead of a sequence.
         ValueError: a step model is missing or has no inputs/outputs in its config, a tensor is written
             twice, read with another datatype or dims than it is written with, read but never written,
             written but unused, an ensemble input or output is not part of the flow, the steps form a
@@ -82,12 +83,16 @@ def build_ensemble(
         build_ensemble("repo", "pipeline", ["tokenize", "bert"], inputs=["TEXT"],
                        outputs=["last_hidden_state"])  # PosixPath('repo/pipeline')
     """
-    from mme_triton.model._staging import staged_model_dir
+    from mme_triton.model._staging import check_model_name, staged_model_dir
     from mme_triton.model.config import format_config
 
     root = Path(repository)
-    if not name or any(c.isspace() for c in name) or "/" in name or name.startswith("."):
-        raise ValueError(f"ensemble name {name!r} must be a non-empty directory name without whitespace")
+    check_model_name(name, "ensemble name")
+    if isinstance(steps, str):
+        raise TypeError(
+            f"steps takes a sequence of step model names or EnsembleStep entries, not one string: "
+            f"write [{steps!r}]"
+        )
     if not steps:
         raise ValueError("an ensemble needs at least one step")
     if not inputs or not outputs:

@@ -30,8 +30,6 @@ ConvAlgoSearch = Literal["exhaustive", "heuristic", "default"]
 Precision = Literal["FP32", "FP16", "BF16", "INT8"]
 WarmupData = Literal["zero", "random"]
 
-_WARMUP_DIR = "warmup"
-
 
 @dataclass(frozen=True)
 class DynamicBatching:

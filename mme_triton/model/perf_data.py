@@ -49,7 +49,8 @@ def perf_analyzer_data(
 
     Raises:
         ValueError: a sample does not fit the model's inputs, or requests list different inputs.
-        TypeError: a value has no Triton datatype.
+        TypeError: a value has no Triton datatype, or a BYTES element is neither bytes nor str (the
+            client's rule: ``np.array([1, 2], dtype=object)`` is refused, not written as NUL bytes).
 
     Example::
 
@@ -86,9 +87,9 @@ def perf_analyzer_data(
             if len(rows) != 1:
                 raise ValueError(f"request {index}: the inputs have different batch sizes {sorted(rows)}")
             for row in range(rows.pop()):
-                entries.append({name: _tensor(array[row]) for name, array in arrays.items()})
+                entries.append({name: _tensor(name, array[row]) for name, array in arrays.items()})
         else:
-            entries.append({name: _tensor(array) for name, array in arrays.items()})
+            entries.append({name: _tensor(name, array) for name, array in arrays.items()})
     target = Path(path)
     target.write_text(json.dumps({"data": entries}, separators=(",", ":")), encoding="utf-8")
     logger.info("wrote %d perf_analyzer data entries to %s", len(entries), target)
@@ -151,9 +152,14 @@ def _check(index: int, arrays: Mapping[str, Any], inputs: Mapping[str, Any], bat
             )
 
 
-def _tensor(array: Any) -> dict[str, Any]:
+def _b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode("ascii")
+
+
+def _tensor(name: str, array: Any) -> dict[str, Any]:
     import numpy as np
 
+    from mme_triton.client._tensors import bytes_elements, json_strings, serialize_bytes
     from mme_triton.client.datatypes import numpy_dtype, triton_datatype
 
     datatype = triton_datatype(array.dtype)
@@ -161,16 +167,12 @@ def _tensor(array: Any) -> dict[str, Any]:
     flat = array.reshape(-1)
     content: Any
     if datatype == "BYTES":
-        items = [item.encode("utf-8") if isinstance(item, str) else bytes(item) for item in flat.tolist()]
-        try:
-            content = [item.decode("utf-8") for item in items]
-        except UnicodeDecodeError:
-            raw = b"".join(len(item).to_bytes(4, "little") + item for item in items)
-            content = {"b64": base64.b64encode(raw).decode("ascii")}
+        elements = bytes_elements(name, flat)
+        strings = json_strings(elements)
+        content = strings if strings is not None else {"b64": _b64(serialize_bytes(elements))}
     elif datatype in _B64_ONLY or (flat.dtype.kind == "f" and not bool(np.isfinite(flat).all())):
         # perf_analyzer reads no FP16/BF16 numbers, and JSON has no NaN or infinity
-        raw = np.ascontiguousarray(flat, dtype=numpy_dtype(datatype)).tobytes()
-        content = {"b64": base64.b64encode(raw).decode("ascii")}
+        content = {"b64": _b64(np.ascontiguousarray(flat, dtype=numpy_dtype(datatype)).tobytes())}
     elif datatype == "BOOL":
         content = [bool(item) for item in flat.tolist()]
     else:

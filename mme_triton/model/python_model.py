@@ -122,11 +122,10 @@ def new_python_model(
                          outputs={"input_ids": ("INT64", [-1])}, max_batch_size=8)
         # PosixPath('repo/tokenize')
     """
-    from mme_triton.model._staging import staged_model_dir
+    from mme_triton.model._staging import check_model_name, staged_model_dir
     from mme_triton.model.config import format_config
 
-    if not name or any(c.isspace() for c in name) or "/" in name or name.startswith("."):
-        raise ValueError(f"model name {name!r} must be a non-empty directory name without whitespace")
+    check_model_name(name)
     if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int) or max_batch_size < 0:
         raise ValueError(f"max_batch_size must be an integer >= 0, got {max_batch_size!r}")
     input_specs = tensor_specs(inputs, "inputs")

@@ -147,6 +147,16 @@ def test_cli_deploy_dry_run_prints_the_plan_and_creates_nothing(
     assert capsys.readouterr().out.strip() == ""  # nothing uploaded either
 
 
+def test_cli_deploy_dry_run_passes_its_timeout_to_the_plan(
+    aws_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --timeout bounds the plan's reads: a timeout of 0 is refused as plan_deployment refuses it
+    assert main(_deploy("planned-mme", aws_env, "--dry-run", "--timeout", "0s")) == 2
+    assert "timeout must be > 0 seconds" in capsys.readouterr().err
+    assert main(_deploy("planned-mme", aws_env, "--dry-run", "--timeout", "10s", "--json")) == 0
+    assert _json(capsys)["endpoint_action"] == "create"
+
+
 def test_cli_deploy_dry_run_takes_the_ami_version_and_unset_variables(
     aws_env: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

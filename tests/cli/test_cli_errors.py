@@ -7,11 +7,14 @@ AWS's own error) and runs ``main(argv)``; boto3 is never mocked.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from mme_triton.cli import main
+from mme_triton.cli._common import duration, key_values
 from mme_triton.cli._errors import (
     EXIT_AWS,
     EXIT_FAILURE,
@@ -156,30 +159,101 @@ def test_cli_unknown_flag_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -
     assert "unrecognized arguments: --no-such-flag" in capsys.readouterr().err
 
 
+def _raised(call: Callable[[], object]) -> BaseException:
+    """The exception ``call`` raises, with its traceback (where it was raised decides its exit code)."""
+    try:
+        call()
+    except BaseException as exc:  # KeyboardInterrupt included, on purpose
+        return exc
+    raise AssertionError("the call raised nothing")
+
+
+def _refused_scaling() -> object:
+    from mme_triton.endpoint.autoscaling import AutoScaling
+
+    return AutoScaling(min_capacity=0, max_capacity=1, target_invocations_per_instance=1)
+
+
+def _library_bug() -> object:
+    from mme_triton.endpoint._resources import tag_dict
+
+    return tag_dict([None])  # a None where a tag should be: None["Key"] inside the library
+
+
 @pytest.mark.parametrize(
-    ("exc", "code", "message"),
+    ("raise_it", "code", "message"),
     [
-        (KeyboardInterrupt(), EXIT_INTERRUPTED, "interrupted"),
-        (ValueError("pass overwrite=True to replace it"), EXIT_USAGE, "pass overwrite=True to replace it"),
-        (FileNotFoundError(2, "No such file", "x"), EXIT_NOT_FOUND, "No such file"),
-        (RuntimeError("boom"), EXIT_FAILURE, "RuntimeError: boom (run with --debug for the traceback)"),
+        (lambda: _raise(KeyboardInterrupt()), EXIT_INTERRUPTED, "interrupted"),
+        (
+            _refused_scaling,
+            EXIT_USAGE,
+            "AutoScaling.min_capacity must be >= 1, got 0",
+        ),
+        (lambda: key_values(["A"], "--env"), EXIT_USAGE, "--env takes KEY=VALUE, got 'A'"),
+        (lambda: Path("/nonexistent/x").read_text(), EXIT_NOT_FOUND, "No such file or directory"),
+        (
+            _library_bug,
+            EXIT_FAILURE,
+            "TypeError: 'NoneType' object is not subscriptable (run with --debug for the traceback)",
+        ),
+        (
+            lambda: duration(None),  # type: ignore[arg-type]
+            EXIT_FAILURE,
+            "TypeError: expected string or bytes-like object, got 'NoneType' (run with --debug for the "
+            "traceback)",
+        ),
+        (
+            lambda: json.loads("{"),
+            EXIT_FAILURE,
+            "JSONDecodeError: Expecting property name enclosed in double quotes: line 1 column 2 (char 1) "
+            "(run with --debug for the traceback)",
+        ),
+        (
+            lambda: int("twelve"),
+            EXIT_FAILURE,
+            "ValueError: invalid literal for int() with base 10: 'twelve' (run with --debug for the",
+        ),
+        (
+            lambda: _raise(RuntimeError("boom")),
+            EXIT_FAILURE,
+            "RuntimeError: boom (run with --debug for the traceback)",
+        ),
     ],
-    ids=["interrupt", "value-error", "file-not-found", "unexpected"],
+    ids=[
+        "interrupt",
+        "library-refusal",
+        "command-refusal",
+        "file-not-found",
+        "library-bug",
+        "library-bug-in-a-call",
+        "data-error-elsewhere",
+        "value-error-elsewhere",
+        "unexpected",
+    ],
 )
-def test_cli_describe_maps_errors_to_exit_codes(exc: BaseException, code: int, message: str) -> None:
-    assert describe(exc) == (message if code != EXIT_NOT_FOUND else str(exc), code)
+def test_cli_describe_maps_errors_to_exit_codes(
+    raise_it: Callable[[], object], code: int, message: str
+) -> None:
+    # only a refusal the command or the library raised on purpose is a usage error (exit 2)
+    exc = _raised(raise_it)
+    described, exit_code = describe(exc)
+    assert exit_code == code
+    assert message in described
+
+
+def _raise(exc: BaseException) -> object:
+    raise exc
 
 
 def test_cli_describe_names_the_commands_flags() -> None:
     from mme_triton.cli import parser
 
     upload = parser()._subparsers._group_actions[0].choices["upload"]  # type: ignore[union-attr]
-    message, code = describe(
-        ValueError("use versioned=True (content-hash names), or pass overwrite=True; model_data_url is bad"),
-        upload,
+    refusal = ValueError(
+        "use versioned=True (content-hash names), or pass overwrite=True; model_data_url is bad"
     )
-    assert code == EXIT_USAGE
-    assert message == "use --versioned (content-hash names), or pass --overwrite; S3_PREFIX is bad"
+    message, _ = describe(refusal, upload)
+    assert "use --versioned (content-hash names), or pass --overwrite; S3_PREFIX is bad" in message
 
 
 def test_cli_describe_keeps_one_line() -> None:

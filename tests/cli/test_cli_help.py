@@ -27,6 +27,7 @@ REQUIRED = [
     "sweep",
     "local",
     "quickstart",
+    "plan-capacity",
 ]
 
 

@@ -101,6 +101,10 @@ def test_cli_invoke_kserve_json_request_and_save(tmp_path: Path, capsys: pytest.
     assert f"saved OUTPUT0 to {saved}" in capsys.readouterr().out
     with np.load(saved) as outputs:
         np.testing.assert_array_equal(outputs["OUTPUT0"], 2 * X)
+    # a name without .npz: numpy adds it, and the command names the file it wrote
+    assert main([*args[:-1], str(tmp_path / "plain"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["saved"] == str(tmp_path / "plain.npz")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("plain")) == ["plain.npz"]
 
 
 @pytest.mark.usefixtures("stack_env")
@@ -160,3 +164,15 @@ def test_cli_invoke_bad_inputs_are_usage_errors(
 ) -> None:
     assert main(["invoke", ENDPOINT, "linear.tar.gz", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_cli_invoke_input_file_that_is_not_npy_data_is_an_error_not_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the command line is right; the file's content is not: exit 1 with the --debug hint, not 2
+    bad = tmp_path / "x.npy"
+    bad.write_bytes(b"not numpy data at all")
+    assert main(["invoke", ENDPOINT, "linear.tar.gz", "--input", f"INPUT0={bad}"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ValueError: ") and "(run with --debug for the traceback)" in err
+

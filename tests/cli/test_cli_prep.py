@@ -200,7 +200,8 @@ def test_cli_export_transformers_from_a_saved_directory(
     assert main(argv) == 0
     assert f"exported {target}" in capsys.readouterr().out
     assert (target / "1" / "model.onnx").is_file()
-    assert (tmp_path / "repo" / "bert-tokenizer").is_dir()
+    assert (target / "tokenizer" / "tokenizer.json").is_file()  # in the model, beside its version
+    assert sorted(p.name for p in (tmp_path / "repo").iterdir()) == ["bert"]
 
 
 def test_cli_export_transformers_needs_a_directory(

@@ -29,7 +29,7 @@ import pytest
 
 from mme_triton.client import _json
 from mme_triton.client.datatypes import DATATYPES
-from mme_triton.local import responses
+from mme_triton.local.route import responses
 from mme_triton.local.route.responses import RuntimeResponse
 
 ACCOUNT_ID = "123456789012"

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from mme_triton.client.client import MAX_PAYLOAD_BYTES, MMEClient
-from mme_triton.client.codec import InferInput, InferRequestedOutput
+from mme_triton.client.codec import InferInput, InferRequestedOutput, encode_request
 from mme_triton.errors import InvalidInputError, ModelNotFoundError, PayloadTooLargeError
 
 if TYPE_CHECKING:
@@ -179,6 +179,19 @@ def test_infer_over_limit_raises_before_sending(
     assert f"{MAX_PAYLOAD_BYTES:,}" in str(caught.value)
     assert caught.value.target_model == "echo.tar.gz"
     assert front.seen() == []
+
+
+def test_infer_large_body_travels_whole_through_boto3(
+    front: SageMakerFront, make_client: Callable[..., MMEClient]
+) -> None:
+    # Between the codec's large-body size (a bytearray on huge pages) and InvokeEndpoint's limit.
+    data = _rows(1, 1_250_000)
+    body, _ = encode_request({"IN_FP32": data})
+    assert isinstance(body, bytearray) and 4 * 2**20 < len(body) < MAX_PAYLOAD_BYTES
+    out = make_client().infer("echo.tar.gz", {"IN_FP32": data})
+    np.testing.assert_array_equal(out["OUT_FP32"], data)
+    (request,) = front.seen()
+    assert request.body == bytes(body)
 
 
 @pytest.mark.parametrize("binary", [True, False], ids=["binary", "json"])

@@ -123,6 +123,13 @@ def test_client_rejects_bad_options(moto_url: str, option: str, value: Any) -> N
         MMEClient("ep", runtime_client=_aws("sagemaker-runtime", moto_url), **{option: value})
 
 
+@pytest.mark.parametrize("attempt", [0, 3, 1023, 1024, 10**6], ids=str)
+def test_client_not_ready_delay_stays_within_its_cap(moto_url: str, attempt: int) -> None:
+    # max_retries_not_ready is the caller's: a large one must not end in OverflowError (2.0**1024)
+    client = MMEClient("ep", runtime_client=_aws("sagemaker-runtime", moto_url), max_retries_not_ready=10**6)
+    assert 0 < client._not_ready_delay(attempt) <= 30.0
+
+
 def test_client_models_shortcut_lists_the_prefix_it_was_given(moto_url: str) -> None:
     s3 = _aws("s3", moto_url)
     bucket = f"models-{uuid.uuid4().hex[:12]}"

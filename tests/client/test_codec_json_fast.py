@@ -351,6 +351,15 @@ PIECES_CASES = [
         "nested",
         f'{{"outputs":[{{"name":"x","datatype":"INT16","shape":[2,20],"data":[[{LONG}],[{LONG}]]}}]}}',
     ),
+    # A long array that turns nested: the cut ends at the first ']', leaving a '[' no piece closes.
+    (
+        "nested-after-numbers",
+        f'{{"outputs":[{{"name":"x","datatype":"INT32","shape":[21],"data":[{LONG},[1]]}}]}}',
+    ),
+    (
+        "nested-pair-after-numbers",
+        f'{{"outputs":[{{"name":"x","datatype":"INT32","shape":[22],"data":[{LONG},[1,2]]}}]}}',
+    ),
     (
         "bytes-and-bool",
         f'{{"outputs":[{{"name":"s","datatype":"BYTES","shape":[2],"data":["{LONG}","1"]}},'

@@ -16,8 +16,9 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 NOT_RUN = re.compile(r"#\s*not run:\s*(?P<reason>\S.*)")
 _FENCE = re.compile(r"^(?P<indent>\s*)```(?P<lang>[\w+-]*)\s*$")
 
-#: ``(where, reason)`` of every ``# not run:`` block met in this session, for the summary.
-NOT_RUN_BLOCKS: list[tuple[str, str]] = []
+#: The test property (``record_property``) that carries ``"<where>: <reason>"`` of a ``# not run:``
+#: block; tests/conftest.py lists them at the end of the run (from every pytest-xdist worker).
+NOT_RUN_PROPERTY = "docs block not run"
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from mme_triton.endpoint import AutoScaling, Endpoint, TritonEnvironment, deploy_mme
+from mme_triton.endpoint.handle import wait_for_endpoint
 from mme_triton.errors import DeploymentError, DeploymentTimeoutError, EndpointFailedError, MMETritonWarning
 
 pytestmark = pytest.mark.moto
@@ -368,6 +369,37 @@ def test_deploy_mme_wait_false_returns_creating_handle(
     assert endpoint.status == "Creating"
     assert endpoint.wait(poll_interval=0.05, timeout=10).status == "InService"
     assert endpoint.refresh().status == "InService"
+
+
+@pytest.mark.parametrize(
+    ("waits", "message"),
+    [
+        pytest.param({"poll_interval": 0}, "poll_interval must be > 0", id="zero-interval"),
+        pytest.param({"poll_interval": -1}, "poll_interval must be > 0", id="negative-interval"),
+        pytest.param({"poll_interval": float("nan")}, "poll_interval must be > 0", id="nan-interval"),
+        pytest.param({"timeout": 0}, "timeout must be > 0", id="zero-timeout"),
+    ],
+)
+def test_endpoint_wait_refuses_times_that_are_not_positive(
+    plane: Any,
+    deploy_kwargs: dict[str, Any],
+    model_data_url: str,
+    sm: Any,
+    waits: dict[str, float],
+    message: str,
+) -> None:
+    # 0 used to poll DescribeEndpoint in a tight loop for the whole timeout; -1 made time.sleep raise
+    plane.transition_delay = 0.3
+    endpoint = deploy_mme("my-mme", model_data_url, wait=False, **deploy_kwargs)
+    sent = _calls(sm)
+    with pytest.raises(ValueError, match=message):
+        endpoint.wait(**{"timeout": 10, "poll_interval": 0.05, **waits})
+    with pytest.raises(ValueError, match=message):
+        wait_for_endpoint(sm, "my-mme", **{"timeout": 10, "poll_interval": 0.05, **waits})
+    with pytest.raises(ValueError, match=message):
+        deploy_mme("my-mme", model_data_url, **{**deploy_kwargs, **waits})
+    assert sent == []  # refused before any call
+    assert endpoint.wait(timeout=10, poll_interval=0.05).status == "InService"
 
 
 def test_deploy_mme_reports_progress(deploy_kwargs: dict[str, Any], model_data_url: str) -> None:

@@ -474,3 +474,119 @@ def test_endpoint_model_data_url_retries_its_reads(
     faults.server_error(operation, times=4)
     assert endpoint_model_data_url("my-mme", sagemaker_client=sm) == model_data_url
     assert faults.hits[operation] == 4
+
+
+# -- a variant rename with autoscaling ------------------------------------------------------------
+
+RENAMED = "endpoint/my-mme/variant/Renamed"
+DIMENSION = "sagemaker:variant:DesiredInstanceCount"
+
+
+def _add_users_own_policy(aas: Any) -> None:
+    """A step-scaling policy the user put on the live variant themselves, beside the library's."""
+    aas.put_scaling_policy(
+        PolicyName="users-own-step",
+        ServiceNamespace="sagemaker",
+        ResourceId=TARGET,
+        ScalableDimension=DIMENSION,
+        PolicyType="StepScaling",
+        StepScalingPolicyConfiguration={
+            "AdjustmentType": "ChangeInCapacity",
+            "StepAdjustments": [{"MetricIntervalLowerBound": 0.0, "ScalingAdjustment": 1}],
+            "Cooldown": 120,
+        },
+    )
+
+
+def _registration(aas: Any, resource_id: str = TARGET) -> dict[str, Any]:
+    """What a variant's autoscaling is made of: the target's bounds and each policy's settings."""
+    targets = aas.describe_scalable_targets(ServiceNamespace="sagemaker", ResourceIds=[resource_id])
+    policies = aas.describe_scaling_policies(ServiceNamespace="sagemaker", ResourceId=resource_id)
+    settings = ("PolicyType", "TargetTrackingScalingPolicyConfiguration", "StepScalingPolicyConfiguration")
+    return {
+        "targets": [(t["MinCapacity"], t["MaxCapacity"]) for t in targets["ScalableTargets"]],
+        "policies": {
+            p["PolicyName"]: {k: p[k] for k in settings if k in p} for p in policies["ScalingPolicies"]
+        },
+    }
+
+
+@pytest.mark.parametrize("failure", ["update-refused", "update-rolled-back"])
+def test_deploy_mme_variant_rename_that_fails_restores_the_live_variants_autoscaling(
+    plane: Any,
+    deploy_kwargs: dict[str, Any],
+    model_data_url: str,
+    session: Any,
+    aas: Any,
+    faulty: Any,
+    inventory: Callable[[], Any],
+    nothing: Any,
+    failure: str,
+) -> None:
+    first = deploy_mme("my-mme", model_data_url, autoscaling=SCALING, **deploy_kwargs)
+    _add_users_own_policy(aas)
+    before = _registration(aas)
+    assert set(before["policies"]) == {POLICY, "users-own-step"}
+    sm, faults = faulty("sagemaker")
+    if failure == "update-refused":
+        faults.server_error("UpdateEndpoint")
+    else:
+        plane.fail_next("my-mme", "CannotStartContainerError")  # SageMaker rolls the update back
+    with pytest.raises(DeploymentError) as caught:
+        deploy_mme(
+            "my-mme", model_data_url, variant_name="Renamed", **{**deploy_kwargs, "sagemaker_client": sm}
+        )
+    # The old variant runs on, with all of its autoscaling (the user's own policy included) put back.
+    assert ("autoscaling", TARGET) in caught.value.rolled_back
+    assert ("autoscaling", TARGET) not in caught.value.kept
+    assert "restored the autoscaling removed for the variant rename" in str(caught.value)
+    assert _registration(aas) == before
+    assert inventory()["configs"] == [first.endpoint_config_name]
+    assert inventory()["targets"] == [TARGET]
+    teardown("my-mme", boto3_session=session)  # the variant's every policy, the user's too
+    assert inventory() == nothing
+
+
+def test_deploy_mme_variant_rename_still_updating_at_timeout_names_the_removed_autoscaling(
+    plane: Any,
+    deploy_kwargs: dict[str, Any],
+    model_data_url: str,
+    session: Any,
+    aas: Any,
+    sm: Any,
+    inventory: Callable[[], Any],
+    nothing: Any,
+) -> None:
+    deploy_mme("my-mme", model_data_url, autoscaling=SCALING, **deploy_kwargs)
+    plane.transition_delay = 2.0
+    with pytest.raises(DeploymentTimeoutError) as caught:
+        deploy_mme("my-mme", model_data_url, variant_name="Renamed", **{**deploy_kwargs, "timeout": 0.5})
+    # The endpoint may still switch to the renamed variant: the removal stands, and the error says what
+    # to put back should the endpoint stay on its old config.
+    assert ("autoscaling", TARGET) in caught.value.kept
+    assert ("autoscaling", TARGET) not in caught.value.rolled_back
+    assert f"put back {TARGET}: 1-2 instances, {POLICY}" in str(caught.value)
+    assert _registration(aas)["targets"] == []
+    assert _settled(sm)["ProductionVariants"][0]["VariantName"] == "Renamed"
+    plane.transition_delay = 0.0
+    endpoint = deploy_mme(
+        "my-mme", model_data_url, variant_name="Renamed", autoscaling=SCALING, **deploy_kwargs
+    )
+    assert inventory()["targets"] == [RENAMED] and endpoint.status == "InService"
+    teardown("my-mme", boto3_session=session)
+    assert inventory() == nothing
+
+
+def test_deploy_mme_variant_rename_moves_autoscaling_to_the_new_variant(
+    deploy_kwargs: dict[str, Any],
+    model_data_url: str,
+    session: Any,
+    inventory: Callable[[], Any],
+    nothing: Any,
+) -> None:
+    deploy_mme("my-mme", model_data_url, autoscaling=SCALING, **deploy_kwargs)
+    deploy_mme("my-mme", model_data_url, variant_name="Renamed", autoscaling=SCALING, **deploy_kwargs)
+    assert inventory()["targets"] == [RENAMED]
+    assert inventory()["policies"] == ["mme-triton-my-mme-Renamed-invocations"]
+    teardown("my-mme", boto3_session=session)
+    assert inventory() == nothing

@@ -39,7 +39,12 @@ def test_check_instance_type_warns_for_gpu_types_the_documentation_does_not_list
     checked = check_instance_type(instance_type)
     assert checked.is_gpu
     [warning] = checked.warnings
-    assert instance_type in warning and MME_GPU_DOCS in warning and "ml.g4dn and ml.g5" in warning
+    assert instance_type in warning and MME_GPU_DOCS in warning
+    # the list it cites is the table's, every documented type of it (not a summary written beside it)
+    for documented in MME_GPU_INSTANCE_TYPES:
+        _, family, size = documented.split(".")
+        assert f"ml.{family}: " in warning
+        assert size in warning.split(f"ml.{family}: ")[1].split(";")[0].split(", ")
 
 
 @pytest.mark.parametrize(

@@ -113,6 +113,55 @@ def test_plan_deployment_of_changed_settings_lists_the_update_and_what_it_supers
     assert plan.environment == {**DEFAULT_ENVIRONMENT, "SAGEMAKER_TRITON_LOG_VERBOSE": "0"}
 
 
+def test_plan_deployment_lists_the_leftovers_of_an_interrupted_run_deploy_mme_removes(
+    plan_kwargs: dict[str, Any],
+    deploy_kwargs: dict[str, Any],
+    model_data_url: str,
+    sm: Any,
+    inventory: Callable[[], Any],
+) -> None:
+    # An earlier run left its config and model and no endpoint (a create interrupted after its rollback
+    # could not delete them, say): deploy_mme removes them once the new endpoint is in service.
+    earlier = deploy_mme("my-mme", model_data_url, **deploy_kwargs)
+    sm.delete_endpoint(EndpointName="my-mme")
+    plan = plan_deployment("my-mme", model_data_url, **plan_kwargs, **UPDATE)
+    assert plan.endpoint_action == "create"
+    assert sorted(plan.to_delete) == sorted(
+        [("endpoint-config", earlier.endpoint_config_name), ("model", earlier.model_name)]
+    )
+    endpoint = deploy_mme("my-mme", model_data_url, **deploy_kwargs, **UPDATE)
+    assert inventory()["configs"] == [endpoint.endpoint_config_name]  # what the plan said went
+    assert inventory()["models"] == [endpoint.model_name]
+
+
+def test_plan_deployment_of_a_variant_rename_lists_the_old_variants_autoscaling(
+    plan_kwargs: dict[str, Any], deploy_kwargs: dict[str, Any], model_data_url: str, aas: Any
+) -> None:
+    scaling = AutoScaling(min_capacity=1, max_capacity=2, target_invocations_per_instance=100)
+    deploy_mme("my-mme", model_data_url, autoscaling=scaling, **deploy_kwargs)
+    renamed = {"variant_name": "Renamed", "autoscaling": scaling}
+    plan = plan_deployment("my-mme", model_data_url, **renamed, **plan_kwargs)
+    assert ("autoscaling", "endpoint/my-mme/variant/AllTraffic") in plan.to_delete
+    assert plan.to_create[-1] == ("autoscaling", "endpoint/my-mme/variant/Renamed")
+    deploy_mme("my-mme", model_data_url, **renamed, **deploy_kwargs)
+    targets = aas.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"]
+    assert [t["ResourceId"] for t in targets] == ["endpoint/my-mme/variant/Renamed"]
+
+
+def test_plan_deployment_reads_for_as_long_as_its_timeout(
+    plan_kwargs: dict[str, Any], model_data_url: str, faulty: Any
+) -> None:
+    from mme_triton.errors import DeploymentError
+
+    sm, faults = faulty("sagemaker")
+    faults.throttle("DescribeEndpoint")  # every attempt, for ever
+    with pytest.raises(DeploymentError, match="cannot plan endpoint 'my-mme': Rate exceeded"):
+        plan_deployment("my-mme", model_data_url, timeout=0.5, **{**plan_kwargs, "sagemaker_client": sm})
+    assert faults.hits["DescribeEndpoint"] >= 1
+    with pytest.raises(ValueError, match="timeout must be > 0"):
+        plan_deployment("my-mme", model_data_url, timeout=0, **plan_kwargs)
+
+
 def test_plan_deployment_says_what_would_fail(
     plan_kwargs: dict[str, Any], model_data_url: str, s3: Any, sm: Any, tmp_path: Any
 ) -> None:

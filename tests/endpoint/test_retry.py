@@ -23,6 +23,7 @@ from mme_triton.endpoint._retry import (
     control_plane_config,
     poll_delays,
     read,
+    read_backoff,
 )
 
 
@@ -95,6 +96,15 @@ def test_read_after_the_deadline_still_tries_once() -> None:
     deadline = Deadline(0.01)
     time.sleep(0.02)
     assert read(_Flaky(0, RuntimeError()), deadline=deadline, what="ok") == {"answer": {}}
+
+
+@pytest.mark.parametrize("attempt", [0, 1, 5, 40, 1023, 1024, 10**6], ids=str)
+def test_read_backoff_stays_within_the_cap_however_many_attempts(attempt: int) -> None:
+    # 2**1024 as a float overflows: a read throttled for about 2 h used to end in OverflowError
+    pause = read_backoff(attempt)
+    assert 0 < pause <= READ_BACKOFF_CAP
+    if attempt >= 40:
+        assert pause >= READ_BACKOFF_CAP / 2
 
 
 def test_poll_delays_start_quickly_and_grow_to_the_interval() -> None:

@@ -119,3 +119,55 @@ def test_export_pytorch_failed_export_leaves_nothing(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="cannot be exported"):
         export_pytorch(NotExportable(), torch.randn(2, 4), tmp_path / "broken", max_batch_size=4)
     assert list(tmp_path.iterdir()) == []
+
+
+def _square_root() -> Any:
+    """sqrt: NaN for a negative input, in PyTorch and in ONNX Runtime alike."""
+
+    class SquareRoot(torch.nn.Module):  # type: ignore[misc]
+        def forward(self, x: Any) -> Any:
+            return torch.sqrt(x)
+
+    return SquareRoot()
+
+
+def test_export_pytorch_output_with_nan_where_pytorch_has_nan_exports(tmp_path: Path) -> None:
+    example = torch.tensor([[4.0, -1.0], [9.0, float("inf")]])
+    model_dir = export_pytorch(_square_root(), example, tmp_path / "sqrt", max_batch_size=4)
+    (out,) = _run(model_dir, {"INPUT0": example.numpy()})
+    assert np.isnan(out[0, 1]) and out[1, 1] == np.inf and out[0, 0] == 2.0
+
+
+@pytest.mark.parametrize(
+    ("got", "expected", "message"),
+    [
+        pytest.param([1.0, float("nan")], [1.0, float("nan")], None, id="same-nan"),
+        pytest.param([float("inf"), -float("inf")], [float("inf"), -float("inf")], None, id="same-inf"),
+        pytest.param([1.0, float("nan")], [1.0, 2.0], "NaN against a number in 1 element", id="nan-vs-2"),
+        pytest.param([1.5, float("nan")], [1.0, float("nan")], r"by up to 0\.5, more than", id="number-off"),
+        pytest.param([float("inf")], [1.0], r"by up to inf", id="inf-vs-1"),
+    ],
+)
+def test_compare_outputs_takes_nan_as_equal_to_nan_only(
+    tmp_path: Path, got: list[float], expected: list[float], message: str | None
+) -> None:
+    from mme_triton.export import ExportError
+    from mme_triton.export._common import compare_outputs
+
+    def compare() -> float:
+        return compare_outputs(
+            "check",
+            ["y"],
+            [np.array(got, np.float32)],
+            [np.array(expected, np.float32)],
+            atol=1e-4,
+            rtol=1e-3,
+            model_dir=tmp_path,
+        )
+
+    if message is None:
+        assert compare() == 0.0
+        return
+    with pytest.raises(ExportError, match=message) as caught:
+        compare()
+    assert "by up to 0," not in str(caught.value)  # never a difference of 0 given as the reason

@@ -140,3 +140,15 @@ def test_export_torchscript_refuses_an_existing_directory(tmp_path: Path) -> Non
         export_torchscript(torch.nn.Linear(4, 2), torch.randn(1, 4), tmp_path / "taken")
     export_torchscript(torch.nn.Linear(4, 2), torch.randn(1, 4), tmp_path / "taken", overwrite=True)
     assert (tmp_path / "taken" / "1" / "model.pt").is_file()
+
+
+def test_export_torchscript_output_with_nan_where_pytorch_has_nan_exports(tmp_path: Path) -> None:
+    class LogOf(torch.nn.Module):  # type: ignore[misc]
+        def forward(self, x: Any) -> Any:
+            return torch.log(x)  # NaN for a negative input, -inf for 0
+
+    example = torch.tensor([[1.0, -1.0, 0.0]])
+    model_dir = export_torchscript(LogOf(), example, tmp_path / "log", max_batch_size=2)
+    loaded = torch.jit.load(str(model_dir / "1" / "model.pt"))
+    out = loaded(example).numpy()
+    assert out[0, 0] == 0.0 and np.isnan(out[0, 1]) and out[0, 2] == -np.inf

@@ -13,6 +13,7 @@ import pytest
 from mme_triton import validate_model
 from mme_triton.export import ExportError, export_transformers
 from mme_triton.model.config import format_config, parse_config_file
+from mme_triton.model.validate import validate_repository
 
 pytestmark = pytest.mark.torch
 
@@ -41,7 +42,13 @@ def test_export_transformers_bert_writes_inputs_outputs_and_tokenizer(
     model_dir = export_transformers(tiny_bert, tmp_path / "repo" / "bert", tokenizer=bert_tokenizer)
 
     assert model_dir == tmp_path / "repo" / "bert"
-    assert validate_model(model_dir) == []
+    # the tokenizer is a directory of the model, not a model of the repository: Triton (and the check)
+    # say only that it is not a version directory
+    assert [(p.code, Path(p.path).name) for p in validate_model(model_dir)] == [
+        ("version-directory-ignored", "tokenizer")
+    ]
+    assert sorted(p.name for p in (tmp_path / "repo").iterdir()) == ["bert"]
+    assert list(validate_repository(tmp_path / "repo")) == ["bert"]
     config, _ = parse_config_file(model_dir / "config.pbtxt")
     assert config is not None
     assert config.platform == "onnxruntime_onnx" and config.max_batch_size == 8
@@ -57,8 +64,8 @@ def test_export_transformers_bert_writes_inputs_outputs_and_tokenizer(
     assert config.HasField("dynamic_batching")
     assert any("largest absolute difference" in r.getMessage() for r in caplog.records)
 
-    # the tokenizer is saved beside the model directory and loads back
-    saved = tmp_path / "repo" / "bert-tokenizer"
+    # the tokenizer is saved in the model directory, beside its version, and loads back
+    saved = model_dir / "tokenizer"
     transformers = importlib.import_module("transformers")
     reloaded = transformers.AutoTokenizer.from_pretrained(str(saved))
     encoded = reloaded(["hello world", "the model serves text fast"], padding=True, return_tensors="np")
@@ -78,8 +85,8 @@ def test_export_transformers_roberta_has_no_token_type_ids(
     assert config is not None
     assert [t.name for t in config.input] == ["input_ids", "attention_mask"]
     assert [t.name for t in config.output] == ["last_hidden_state", "pooler_output"]
-    assert validate_model(model_dir) == []
-    assert (tmp_path / "roberta-tokenizer" / "tokenizer.json").is_file()
+    assert [p.code for p in validate_model(model_dir)] == ["version-directory-ignored"]
+    assert (model_dir / "tokenizer" / "tokenizer.json").is_file()
 
 
 def test_export_transformers_without_tokenizer_reads_token_types_from_config(
@@ -89,7 +96,8 @@ def test_export_transformers_without_tokenizer_reads_token_types_from_config(
     config, _ = parse_config_file(model_dir / "config.pbtxt")
     assert config is not None
     assert [t.name for t in config.input] == ["input_ids", "attention_mask"]
-    assert not (tmp_path / "roberta-tokenizer").exists()
+    assert not (model_dir / "tokenizer").exists()
+    assert validate_model(model_dir) == []
 
 
 def test_export_transformers_distilbert_has_no_pooler(tmp_path: Path) -> None:
@@ -210,11 +218,127 @@ def test_export_transformers_refuses_a_tokenizer_larger_than_the_vocabulary(
 def test_export_transformers_refuses_existing_directories(
     tmp_path: Path, tiny_bert: Any, bert_tokenizer: Any
 ) -> None:
-    (tmp_path / "bert-tokenizer").mkdir()
-    with pytest.raises(FileExistsError, match="bert-tokenizer exists"):
-        export_transformers(tiny_bert, tmp_path / "bert", tokenizer=bert_tokenizer)
+    elsewhere = tmp_path / "tokenizers" / "bert"
+    elsewhere.mkdir(parents=True)
+    with pytest.raises(FileExistsError, match="tokenizers/bert exists"):
+        export_transformers(tiny_bert, tmp_path / "bert", tokenizer=bert_tokenizer, tokenizer_dir=elsewhere)
     assert not (tmp_path / "bert").exists()
-    export_transformers(tiny_bert, tmp_path / "bert", tokenizer=bert_tokenizer, overwrite=True)
-    assert (tmp_path / "bert-tokenizer" / "tokenizer.json").is_file()
+    export_transformers(
+        tiny_bert, tmp_path / "bert", tokenizer=bert_tokenizer, tokenizer_dir=elsewhere, overwrite=True
+    )
+    assert (elsewhere / "tokenizer.json").is_file()
+    assert not (tmp_path / "bert" / "tokenizer").exists()  # it went where it was asked to
     config, _ = parse_config_file(tmp_path / "bert" / "config.pbtxt")
     assert config is not None and "pooler_output" in format_config(config)
+
+
+class _DiskFull:
+    """A tokenizer whose save fails halfway, as on a full disk."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self._tokenizer = tokenizer
+        self.model_input_names = tokenizer.model_input_names
+
+    def __len__(self) -> int:
+        return len(self._tokenizer)
+
+    def save_pretrained(self, directory: str) -> None:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        (Path(directory) / "tokenizer.json").write_text("{")
+        raise OSError(28, "No space left on device")
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    files = sorted(p for p in directory.rglob("*") if p.is_file())
+    return {str(p.relative_to(directory)): p.read_bytes() for p in files}
+
+
+@pytest.mark.parametrize("where", ["in-the-model", "tokenizer-dir"])
+def test_export_transformers_tokenizer_that_fails_to_save_leaves_the_old_export(
+    tmp_path: Path, tiny_bert: Any, bert_tokenizer: Any, where: str
+) -> None:
+    elsewhere = {"tokenizer_dir": tmp_path / "tokenizers" / "bert"} if where == "tokenizer-dir" else {}
+    model_dir = export_transformers(
+        tiny_bert, tmp_path / "repo" / "bert", tokenizer=bert_tokenizer, **elsewhere
+    )
+    saved = elsewhere.get("tokenizer_dir", model_dir / "tokenizer")
+    before = {"model": _files(model_dir), "tokenizer": _files(saved)}
+    assert "tokenizer.json" in before["tokenizer"]
+    with pytest.raises(OSError, match="No space left on device"):
+        export_transformers(
+            tiny_bert,
+            model_dir,
+            tokenizer=_DiskFull(bert_tokenizer),
+            max_batch_size=4,
+            overwrite=True,
+            **elsewhere,
+        )
+    # a failed export leaves nothing behind: the old model and tokenizer, as they were, and no staging
+    assert {"model": _files(model_dir), "tokenizer": _files(saved)} == before
+    assert sorted(p.name for p in (tmp_path / "repo").iterdir()) == ["bert"]
+    if where == "tokenizer-dir":
+        assert sorted(p.name for p in saved.parent.iterdir()) == ["bert"]
+
+
+def _fixed_length_encoder(positions: int) -> Any:
+    """A BERT whose forward scales its output by a Python int computed from the sequence length: the
+    trace keeps the export's length as a constant, so the graph is right at that length only."""
+    transformers = importlib.import_module("transformers")
+
+    class FixedLength(torch.nn.Module):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.inner = transformers.BertModel(
+                transformers.BertConfig(
+                    hidden_size=32,
+                    num_hidden_layers=1,
+                    num_attention_heads=2,
+                    intermediate_size=37,
+                    vocab_size=100,
+                    max_position_embeddings=positions,
+                )
+            )
+            self.config = self.inner.config
+
+        def forward(self, input_ids: Any, attention_mask: Any = None, return_dict: bool = True) -> Any:
+            out = self.inner(input_ids=input_ids, attention_mask=attention_mask, return_dict=True)
+            length = int(input_ids.shape[-1])  # a Python int: a constant in the trace
+            return {"last_hidden_state": out["last_hidden_state"] * length}
+
+    return FixedLength().eval()
+
+
+@pytest.mark.parametrize("positions", [3, 6, 10], ids=lambda n: f"{n}-positions")
+def test_export_transformers_checks_the_sequence_axis_at_a_second_length_with_few_positions(
+    tmp_path: Path, positions: int
+) -> None:
+    with pytest.raises(ExportError, match="last_hidden_state"):
+        export_transformers(_fixed_length_encoder(positions), tmp_path / "fixed", max_batch_size=2)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_export_transformers_model_with_few_positions_exports_and_runs_at_every_length(
+    tmp_path: Path,
+) -> None:
+    transformers = importlib.import_module("transformers")
+    torch.manual_seed(0)
+    model = transformers.BertModel(
+        transformers.BertConfig(
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=37,
+            vocab_size=100,
+            max_position_embeddings=6,
+        )
+    ).eval()
+    model_dir = export_transformers(model, tmp_path / "short", max_batch_size=2)
+    session = _session(model_dir)
+    for length in (1, 4, 6):
+        ids = np.full((1, length), 7, dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+        hidden, _ = session.run(None, feeds)
+        with torch.no_grad():
+            want = model(**{k: torch.from_numpy(v) for k, v in feeds.items()})
+        np.testing.assert_allclose(hidden, want.last_hidden_state.numpy(), atol=1e-4)

@@ -302,3 +302,20 @@ def test_safe_extract_needs_an_empty_destination(tmp_path: Path) -> None:
         safe_extract(_archive(tmp_path / "linear.tar.gz", _single_model), tmp_path / "out")
 
     assert (tmp_path / "out" / "keep").read_text() == "mine"
+
+
+@pytest.mark.parametrize(
+    ("limits", "message"),
+    [
+        ({"max_ratio": 0.5}, "max_ratio must be > 1, got 0.5"),
+        ({"max_ratio": 1}, "max_ratio must be > 1, got 1"),
+        ({"max_ratio": float("nan")}, "max_ratio must be > 1, got nan"),
+        ({"max_bytes": 0}, "extraction limits must be > 0"),
+        ({"max_members": -1}, "extraction limits must be > 0"),
+    ],
+    ids=["half", "one", "nan", "bytes", "members"],
+)
+def test_extract_limits_refuse_what_the_stack_refuses(limits: dict[str, float], message: str) -> None:
+    # the stack's rule (check_limits): a ratio of 1 or less would refuse every archive
+    with pytest.raises(ValueError, match=message):
+        ExtractLimits(**limits)  # type: ignore[arg-type]

@@ -63,8 +63,29 @@ class _Running:
     def __init__(self, process: subprocess.Popen[str]) -> None:
         self.process = process
         self.lines: list[str] = []
+        self.errors: list[str] = []
         self._queue: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
+        threading.Thread(target=self._pump_errors, daemon=True).start()
+
+    def _pump_errors(self) -> None:
+        # read stderr as it comes: a child blocked on a full pipe would look like a hang
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.errors.append(line.rstrip("\n"))
+
+    def stopped(self, timeout: float) -> int:
+        """The exit code once the process stops; if it does not within ``timeout``, its threads' stacks
+        (``-X faulthandler`` prints them on SIGABRT) in the failure."""
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.send_signal(signal.SIGABRT)
+            self.process.wait(timeout=30)
+            time.sleep(0.5)  # the stderr pump catches up
+            raise AssertionError(
+                f"local up did not stop within {timeout}s; its stderr:\n" + "\n".join(self.errors)
+            ) from None
 
     def _pump(self) -> None:
         assert self.process.stdout is not None
@@ -83,7 +104,9 @@ class _Running:
             except queue.Empty:
                 continue
             if line is None:
-                stderr = self.process.stderr.read() if self.process.stderr else ""
+                self.process.wait(timeout=30)
+                time.sleep(0.5)  # the stderr pump catches up
+                stderr = "\n".join(self.errors)
                 raise AssertionError(f"local up exited ({self.process.poll()}): {self.lines}\n{stderr}")
             self.lines.append(line)
 
@@ -100,13 +123,16 @@ class _Running:
             self.lines.append(line)
 
 
-@pytest.fixture
-def local_up(tmp_path: Path) -> Iterator[_Running]:
+LOCAL_UP = ("local", "up", "--memory-budget", "256MiB")
+
+
+def _local_up(tmp_path: Path, *extra: str) -> Iterator[_Running]:
     """``python -m mme_triton.cli local up`` in a child process with no AWS variables of its own."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env["TMPDIR"] = str(tmp_path)
     process = subprocess.Popen(
-        [sys.executable, "-m", "mme_triton.cli", "local", "up", "--memory-budget", "256MiB"],
+        # -X faulthandler: a child that hangs prints its threads' stacks when the test aborts it
+        [sys.executable, "-X", "faulthandler", "-m", "mme_triton.cli", *LOCAL_UP, *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -122,6 +148,18 @@ def local_up(tmp_path: Path) -> Iterator[_Running]:
                     os.kill(pid, signal.SIGKILL)
             process.kill()
         process.wait(timeout=60)
+
+
+@pytest.fixture
+def local_up(tmp_path: Path) -> Iterator[_Running]:
+    """``mme-triton local up`` in a child process."""
+    yield from _local_up(tmp_path)
+
+
+@pytest.fixture
+def local_up_ports(tmp_path: Path) -> Iterator[_Running]:
+    """``mme-triton local up --triton-ports`` in a child process."""
+    yield from _local_up(tmp_path, "--triton-ports")
 
 
 def _exports(lines: list[str]) -> dict[str, str]:
@@ -189,6 +227,42 @@ def test_local_up_serves_another_process_through_the_printed_environment(
 
     local_up.process.send_signal(stop_signal)
 
-    assert local_up.process.wait(timeout=60) == 0
+    assert local_up.stopped(timeout=60) == 0
     assert "stopping ..." in local_up.rest(timeout=10)
     assert [pid for pid in started if is_alive(pid)] == []
+
+
+def test_local_up_triton_ports_prints_each_endpoints_ports_and_model_names(
+    local_up_ports: _Running, repository: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import json
+    import urllib.request
+
+    from mme_triton import MMEClient, deploy_mme
+
+    local_up_ports.wait_for("Press Ctrl-C to stop.", timeout=120)
+    for name in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    for name, value in _exports(local_up_ports.lines).items():
+        monkeypatch.setenv(name, value)
+    printed = dict(line.split(": ", 1) for line in local_up_ports.lines if ": " in line)
+    role, url = printed["execution role"], printed["model data url"]
+    deploy_mme(
+        "ports", url, models=[repository / "scale"], role=role, instance_type="ml.m5.large", poll_interval=0.1
+    )
+    MMEClient("ports").infer("scale.tar.gz", {"INPUT0": X})
+
+    local_up_ports.wait_for("scale.tar.gz is loaded as Triton model 'scale.tar.gz'", timeout=30)
+
+    ports = next(line for line in local_up_ports.lines if line.startswith("endpoint ports: Triton HTTP "))
+    http_url = ports.split()[4].rstrip(",")
+    assert http_url.startswith("http://127.0.0.1:") and "gRPC 127.0.0.1:" in ports
+    loaded = next(line for line in local_up_ports.lines if "is loaded as Triton model" in line)
+    assert f"perf_analyzer -m scale.tar.gz -u {http_url.removeprefix('http://')}" in loaded
+    with urllib.request.urlopen(f"{http_url}/v2/models/scale.tar.gz/stats", timeout=10) as answer:
+        stats = json.loads(answer.read())
+    assert stats["model_stats"][0]["inference_stats"]["success"]["count"] == 1
+    local_up_ports.process.send_signal(signal.SIGINT)
+    assert local_up_ports.process.wait(timeout=60) == 0

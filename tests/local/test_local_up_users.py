@@ -35,6 +35,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from mme_triton import MMEClient, deploy_mme, encode_request, upload_models
+from mme_triton.local.triton.procfs import stack_shm_prefix
 
 pytestmark = [pytest.mark.triton, pytest.mark.moto]
 
@@ -387,7 +388,7 @@ def test_local_up_starts_a_killed_triton_again_and_later_calls_succeed(
     assert _boto("sagemaker").describe_endpoint(EndpointName="crash")["EndpointStatus"] == "InService"
     assert triton not in local_up.tritons()
     live_regions = {argv[2] for argv in local_up.stubs()}
-    prefix = f"mme_triton_{local_up.process.pid}_"
+    prefix = stack_shm_prefix(local_up.process.pid)  # local up runs in this PID namespace
     assert {name for name in os.listdir("/dev/shm") if name.startswith(prefix)} == live_regions
 
 

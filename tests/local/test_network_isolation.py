@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -114,10 +115,10 @@ def _exposed_sockets(root: int) -> tuple[list[str], dict[str, int]]:
     return exposed, counted
 
 
-@pytest.fixture(scope="module")
-def serving(repository: Path) -> Iterator[LocalStack]:
-    """A stack serving ``linear`` on one endpoint."""
-    with LocalStack() as stack:
+@pytest.fixture(scope="module", params=[False, True], ids=["sagemaker-port", "triton-ports"])
+def serving(repository: Path, request: pytest.FixtureRequest) -> Iterator[LocalStack]:
+    """A stack serving ``linear`` on one endpoint, with Triton's own ports open or not."""
+    with LocalStack(triton_ports=request.param) as stack:
         session = stack.boto3_session()
         deploy_mme(
             "isolated",
@@ -148,8 +149,16 @@ def test_stack_sockets_are_reachable_from_this_host_only_while_it_serves(serving
     # Triton's own sockets were seen, in its namespace, which is not this host's
     ours, theirs = os.readlink("/proc/self/ns/net"), os.readlink(f"/proc/{triton.pid}/ns/net")
     assert theirs != ours
-    assert counted.get(theirs, 0) >= 1  # Triton's listener
-    assert counted.get(ours, 0) >= 2  # the control plane's and the route's listeners
+    ports = triton.triton_ports
+    # Triton's listeners: the SageMaker front-end, and HTTP, gRPC and metrics when open
+    assert counted.get(theirs, 0) >= (1 if ports is None else 4)
+    # the control plane's and the route's listeners, and the forwards of Triton's own ports
+    assert counted.get(ours, 0) >= (2 if ports is None else 5)
+    if ports is not None:  # reached through their forwards on this host's loopback
+        with urllib.request.urlopen(f"{ports.http_url}/v2/models/linear.tar.gz", timeout=10) as answer:
+            assert json.load(answer)["name"] == "linear.tar.gz"
+        with urllib.request.urlopen(ports.metrics_url, timeout=10) as answer:
+            assert b"nv_inference_count" in answer.read()
     # only the network is separate: the stack still sees the process tree, its stubs and /dev/shm
     assert os.readlink(f"/proc/{triton.pid}/ns/pid") == os.readlink("/proc/self/ns/pid")
     stubs = triton.model_processes()

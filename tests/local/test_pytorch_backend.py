@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import sysconfig
+import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -699,6 +700,30 @@ def _parameters(**values: str) -> str:
     )
 
 
+def _log_with(triton: TritonServer, *lines: str, timeout: float = 30.0) -> str:
+    """Triton's log once it holds every line: a stub's log records reach Triton's log through a queue,
+    after the request that caused them may already have been answered."""
+    deadline = time.monotonic() + timeout
+    while True:
+        log = triton.log_path.read_text()
+        missing = [line for line in lines if line not in log]
+        if not missing or time.monotonic() > deadline:
+            assert missing == [], f"not in Triton's log after {timeout} s: {missing}"
+            return log
+        time.sleep(0.05)
+
+
+def _log_matching(triton: TritonServer, pattern: str, timeout: float = 30.0) -> re.Match[str]:
+    """The first match of ``pattern`` in Triton's log, waiting for it as :func:`_log_with` does."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = re.search(pattern, triton.log_path.read_text())
+        if found is not None:
+            return found
+        assert time.monotonic() < deadline, f"{pattern!r} not in Triton's log after {timeout} s"
+        time.sleep(0.05)
+
+
 def test_pytorch_backend_applies_the_native_parameters(
     triton: TritonServer, serve: Any, tmp_path: Path
 ) -> None:
@@ -722,8 +747,8 @@ def test_pytorch_backend_applies_the_native_parameters(
     assert isinstance(outputs, dict)
     # INFERENCE_MODE false: no inference mode, and gradients still off as natively (NoGradGuard)
     assert outputs["OUTPUT__0"].tolist() == [[0, 0]]
-    log = triton.log_path.read_text()
-    for line in (
+    log = _log_with(
+        triton,
         "Intra op thread count is set to 1 and inter op thread count to 1 for model instance 'tuned.tar.gz'",
         "Optimized execution is disabled, Inference Mode is disabled for model instance 'tuned.tar.gz'",
         "Jit executor is disabled for model instance 'tuned.tar.gz'",
@@ -732,8 +757,8 @@ def test_pytorch_backend_applies_the_native_parameters(
         "model 'tuned.tar.gz': parameter DISABLE_CUDNN has no effect on the embedded stack",
         "model 'tuned.tar.gz': parameter ENABLE_WEIGHT_SHARING has no effect on the embedded stack",
         "model 'tuned.tar.gz': parameter NUM_THREADS belongs to Triton's python-based PyTorch 2 runtime",
-    ):
-        assert line in log
+    )
+    assert "Intra op thread count" in log
 
 
 def test_pytorch_backend_defaults_to_inference_mode_and_at_most_a_thread_per_cpu(
@@ -746,13 +771,11 @@ def test_pytorch_backend_defaults_to_inference_mode_and_at_most_a_thread_per_cpu
     assert status == 200, outputs
     assert isinstance(outputs, dict)
     assert outputs["OUTPUT__0"].tolist() == [[1, 0]]
-    log = triton.log_path.read_text()
-    found = re.search(
+    found = _log_matching(
+        triton,
         r"Intra op thread count is set to (\d+) and inter op thread count to (\d+) "
         r"for model instance 'defaults.tar.gz'",
-        log,
     )
-    assert found is not None
     cpus = len(os.sched_getaffinity(0))
     assert 1 <= int(found.group(1)) <= cpus and 1 <= int(found.group(2)) <= cpus
 

@@ -28,6 +28,7 @@ import mme_triton.local.triton.server as triton_module
 from mme_triton.errors import LocalStackError
 from mme_triton.local.triton import netns
 from mme_triton.local.triton._http import ConnectorHTTPConnection
+from mme_triton.local.triton.procfs import stack_shm_prefix
 from mme_triton.local.triton.server import TritonLoadError, TritonServer, find_triton
 
 pytestmark = pytest.mark.triton
@@ -217,14 +218,14 @@ def test_server_start_removes_regions_a_killed_stack_left_in_dev_shm(tmp_path: P
     dead_pid = int(finished.stdout)
     live_pid = os.getppid()  # a process that runs, not this one
     shm = Path("/dev/shm")
-    orphan = shm / f"mme_triton_{dead_pid}_0123abcd_{uuid.uuid4()}"
-    alive = shm / f"mme_triton_{live_pid}_0123abcd_{uuid.uuid4()}"
+    orphan = shm / f"{stack_shm_prefix(dead_pid)}0123abcd_{uuid.uuid4()}"
+    alive = shm / f"{stack_shm_prefix(live_pid)}0123abcd_{uuid.uuid4()}"
     unrelated = shm / f"mme_triton_notes_{uuid.uuid4()}"
     for region in (orphan, alive, unrelated):
         region.write_bytes(b"\0" * 4096)
     try:
         with TritonServer(workdir=tmp_path) as server:
-            assert server.shm_prefix.startswith(f"mme_triton_{os.getpid()}_")
+            assert server.shm_prefix.startswith(stack_shm_prefix())
             assert not orphan.exists()
             assert alive.exists() and unrelated.exists()
     finally:

@@ -264,6 +264,19 @@ def test_configure_model_sample_warmup_writes_input_files(python_model: Path) ->
     assert validate_model(python_model) == []
 
 
+@pytest.mark.parametrize("element", [7, None, 1.5], ids=["int", "none", "float"])
+def test_configure_model_warmup_refuses_bytes_elements_that_are_not_text(
+    python_model: Path, element: Any
+) -> None:
+    # bytes(7) would be seven NUL bytes: the client codec's rule (bytes or str) holds for warm-up files too
+    before = _text(python_model)
+    samples = {"TEXT": np.array([element], dtype=object), "SCALE": np.array([1.5], dtype=np.float32)}
+    with pytest.raises(ValueError, match=r"input 'TEXT'.*elements must be bytes or str"):
+        configure_model(python_model, model_warmup=samples)
+    assert _text(python_model) == before
+    assert not (python_model / "warmup").exists()
+
+
 def test_configure_model_ensemble_takes_batch_size_and_cache_only(tmp_path: Path) -> None:
     from mme_triton import build_ensemble
 

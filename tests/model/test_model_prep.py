@@ -18,6 +18,7 @@ from mme_triton import (
     ModelValidationError,
     TensorSpec,
     build_ensemble,
+    encode_request,
     new_python_model,
     package_model,
     perf_analyzer_data,
@@ -220,6 +221,7 @@ def _cycle(repository: Path) -> None:
         (_flat_step, ["tokenize", "encode", "flat"], ["TEXT"], ["score"], "all batch or none"),
         (_cycle, ["ping", "pong"], [], ["a"], "at least one input"),
         (None, ["tokenize", "encode"], "TEXT", ["pooled"], "not one string"),
+        (None, "tokenize", ["TEXT"], ["input_ids"], r"not one string: write \['tokenize'\]"),
         (None, ["tokenize"], ["TEXT"], ["input_ids", "input_ids"], "names a tensor twice"),
     ],
     ids=[
@@ -232,6 +234,7 @@ def _cycle(repository: Path) -> None:
         "mixed-batching",
         "no-inputs",
         "inputs-string",
+        "steps-string",
         "duplicate-output",
     ],
 )
@@ -263,6 +266,28 @@ def test_build_ensemble_validation_error_leaves_nothing(steps: Path) -> None:
     assert "python-model-class-missing" in {p.code for p in caught.value.problems}
     assert not (steps / "pipeline").exists()
     assert sorted(p.name for p in steps.iterdir()) == ["encode", "tokenize"]
+
+
+# --- the names of the models the library creates -----------------------------------------------------
+
+_NAME_RULE = "must be a non-empty directory name without whitespace or '/', not starting with '.'"
+
+
+@pytest.mark.parametrize("name", ["", "my model", "tab\tname", ".hidden", "..", "a/b"])
+def test_created_model_names_follow_one_rule(steps: Path, tmp_path: Path, name: str) -> None:
+    """new_python_model, build_ensemble and the exporters (their model_dir's name) refuse the same names:
+    a leading dot included, which the exporters used to let through."""
+    from mme_triton.export._common import prepare_target
+
+    before = sorted(p.name for p in steps.iterdir())
+    with pytest.raises(ValueError, match=_NAME_RULE):
+        new_python_model(steps, name, inputs={"A": ("FP32", [1])}, outputs={"B": ("FP32", [1])})
+    with pytest.raises(ValueError, match=_NAME_RULE):
+        build_ensemble(steps, name, ["tokenize", "encode"], inputs=["TEXT"], outputs=["pooled"])
+    if "/" not in name:  # the exporters take a path: its last part is the model's name
+        with pytest.raises(ValueError, match=_NAME_RULE):
+            prepare_target(tmp_path / "repo" / name if name else Path(name), overwrite=False)
+    assert sorted(p.name for p in steps.iterdir()) == before
 
 
 # --- perf_analyzer_data ------------------------------------------------------------------------------
@@ -308,6 +333,22 @@ def test_perf_analyzer_data_bytes_and_b64(tmp_path: Path) -> None:
     assert base64.b64decode(entry["HALF"]["content"]["b64"]) == half.astype("<f2").tobytes()
     assert len(base64.b64decode(entry["BF"]["content"]["b64"])) == 2
     assert np.isnan(np.frombuffer(base64.b64decode(entry["NAN"]["content"]["b64"]), "<f4")).all()
+
+
+@pytest.mark.parametrize(
+    "elements", [[1, 2], [None], [b"ok", 3.5]], ids=["ints", "none", "bytes-and-float"]
+)
+def test_perf_analyzer_data_refuses_bytes_elements_that_are_not_text(
+    tmp_path: Path, elements: list[Any]
+) -> None:
+    # the client codec's rule: bytes(2) would be two NUL bytes, written without a word
+    array = np.empty(len(elements), dtype=object)
+    array[:] = elements
+    with pytest.raises(TypeError, match=r"BYTES tensor 'IN' holds a \w+; elements must be bytes or str"):
+        perf_analyzer_data({"IN": array}, tmp_path / "data.json")
+    assert not (tmp_path / "data.json").exists()
+    with pytest.raises(TypeError, match="elements must be bytes or str"):
+        encode_request({"IN": array})
 
 
 def test_perf_analyzer_data_accepts_infer_inputs(tmp_path: Path) -> None:

@@ -25,7 +25,11 @@ from typing import Any
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "cleanup_job.py"
-GAP = 3.0  # seconds between the last old and the first new endpoint
+# Seconds between the last old and the first new endpoint. The boundary sits just after the old ones:
+# a job started as a command computes its cutoff only after its interpreter has started, which on a busy
+# machine takes seconds, and that delay moves the cutoff towards the new endpoints.
+GAP = 5.0
+BOUNDARY_AFTER_OLD = 0.25
 
 OLD = {
     "old-a": {"team": "a", "group": "dry"},
@@ -191,7 +195,7 @@ def aged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Aged]:
             "AWS_SHARED_CREDENTIALS_FILE": str(directory / "credentials"),
             "AWS_CONFIG_FILE": str(directory / "config"),
         }
-        yield Aged(stack, last_old + GAP / 2, profile_env)
+        yield Aged(stack, last_old + BOUNDARY_AFTER_OLD, profile_env)
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "vision": ("triton", "moto", "torch"),
     "nlp": ("triton", "moto", "torch"),
     "ensemble": ("triton", "moto", "torch"),
+    "profile": ("triton", "moto", "torch"),
 }
 CELL_TIMEOUT = 300  # seconds; the first torch import and the exports are the slow cells
 EXIT_TIMEOUT = 30.0  # seconds the kernel has to run its exit hooks (the stack stops there) after shutdown

@@ -2,9 +2,16 @@
 
 Every call still goes through moto's HTTP server and its backends; the patches add ``UpdateEndpoint``,
 endpoint status transitions (``Creating``/``Updating`` → ``InService`` or ``Failed``, run by the
-:class:`~mme_triton.local.aws.controlplane.ControlPlane` that owns the account), a wider instance-type check
-and SageMaker's ``ValidationException`` for tag calls on deleted resources. Accounts no plane owns see moto
-as shipped, plus those additions.
+:class:`~mme_triton.local.aws.controlplane.ControlPlane` that owns the account), a wider instance-type check,
+SageMaker's ``ValidationException`` for tag calls on deleted resources, and the required members moto
+leaves unset: a SageMaker variant's scalable target's ``RoleARN`` (and the ``SuspendedState`` AWS always
+reports), an endpoint's data capture summary. Accounts no plane owns see moto as shipped, plus those
+additions.
+
+For the accounts of the planes, CloudWatch's PutMetricData, ListMetrics, GetMetricData and
+GetMetricStatistics are answered by a :class:`~mme_triton.local.aws.cloudwatch.MetricStore` kept on moto's
+CloudWatch backend of the account and region (so dropping the backend drops the metrics); other accounts
+get moto's own answers.
 """
 
 from __future__ import annotations
@@ -12,15 +19,21 @@ from __future__ import annotations
 import copy
 import re
 import threading
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from mme_triton.local.aws.cloudwatch import MetricStore
     from mme_triton.local.aws.controlplane import ControlPlane
 
+from mme_triton._sagemaker import autoscaling_role_arn
+
 __all__ = [
+    "data_capture_summary",
     "describe_for_hooks",
     "install_patches",
+    "metric_store",
     "plane_for",
     "register",
     "switch_config",
@@ -28,6 +41,7 @@ __all__ = [
     "utcnow",
 ]
 
+_SUSPENDED_STATE = ("DynamicScalingInSuspended", "DynamicScalingOutSuspended", "ScheduledScalingSuspended")
 _INSTANCE_TYPE = re.compile(r"^ml\.[a-z0-9-]+\.[a-z0-9-]+$")
 
 _registry_lock = threading.Lock()
@@ -50,6 +64,7 @@ def install_patches() -> None:
     with _registry_lock:
         if _patched:
             return
+        from moto.applicationautoscaling.models import ApplicationAutoscalingBackend
         from moto.core.responses import ActionResult
         from moto.sagemaker import models, responses
         from moto.sagemaker.exceptions import ValidationError
@@ -74,7 +89,8 @@ def install_patches() -> None:
                 )
 
         def create_endpoint(self: Any, *args: Any, **kwargs: Any) -> Any:
-            endpoint = original_create(self, *args, **kwargs)
+            endpoint: Any = original_create(self, *args, **kwargs)
+            endpoint.data_capture_config = data_capture_summary(endpoint.data_capture_config)
             plane = plane_for(self.account_id)
             if plane is not None:
                 endpoint.endpoint_status = "Creating"
@@ -116,22 +132,108 @@ def install_patches() -> None:
             )
             return ActionResult({"EndpointArn": arn})
 
+        original_register = ApplicationAutoscalingBackend.register_scalable_target
+
+        def register_scalable_target(self: Any, namespace: str, *args: Any, **kwargs: Any) -> Any:
+            target: Any = original_register(self, namespace, *args, **kwargs)
+            if namespace == "sagemaker":
+                # what Application Auto Scaling reports when the caller names no role and suspends nothing
+                target.role_arn = target.role_arn or autoscaling_role_arn(
+                    self.account_id, partition=str(target.arn).split(":")[1]
+                )
+                target.suspended_state = target.suspended_state or dict.fromkeys(_SUSPENDED_STATE, False)
+            return target
+
+        setattr(ApplicationAutoscalingBackend, "register_scalable_target", register_scalable_target)  # noqa: B010
         setattr(models.FakeEndpointConfig, "validate_instance_type", validate_instance_type)  # noqa: B010
         setattr(backend_cls, "_get_resource_from_arn", resource_from_arn)  # noqa: B010
         setattr(backend_cls, "create_endpoint", create_endpoint)  # noqa: B010
         setattr(backend_cls, "delete_endpoint", delete_endpoint)  # noqa: B010
         setattr(backend_cls, "update_endpoint", update_endpoint)  # noqa: B010
         setattr(responses.SageMakerResponse, "update_endpoint", update_endpoint_action)  # noqa: B010
+        _install_cloudwatch()
         _patched = True
+
+
+def _install_cloudwatch() -> None:
+    """Route the metric calls of the planes' accounts to a MetricStore (called under the registry lock)."""
+    from moto.cloudwatch.exceptions import CloudWatchException
+    from moto.cloudwatch.responses import CloudWatchResponse
+    from moto.core.responses import ActionResult, EmptyResult
+
+    from mme_triton.local.aws import _cloudwatch_reads
+    from mme_triton.local.aws.cloudwatch import CloudWatchError, MetricStore
+
+    answers: dict[str, Callable[[MetricStore, dict[str, Any]], Any]] = {
+        "put_metric_data": MetricStore.put_metric_data,
+        "list_metrics": _cloudwatch_reads.list_metrics,
+        "get_metric_data": _cloudwatch_reads.get_metric_data,
+        "get_metric_statistics": _cloudwatch_reads.get_metric_statistics,
+    }
+
+    def routed(action: str) -> Callable[[Any], Any]:
+        original = getattr(CloudWatchResponse, action)
+        answer = answers[action]
+
+        def respond(self: Any) -> Any:
+            if plane_for(self.current_account) is None:
+                return original(self)
+            try:
+                result = answer(metric_store(self.cloudwatch_backend), self._get_params())
+            except CloudWatchError as exc:
+                raise CloudWatchException(exc.code, exc.message) from None
+            return EmptyResult() if result is None else ActionResult(result)
+
+        return respond
+
+    for action in answers:
+        setattr(CloudWatchResponse, action, routed(action))
+
+
+_stores_lock = threading.Lock()
+
+
+def metric_store(backend: Any) -> MetricStore:
+    """The MetricStore kept on a moto CloudWatch backend (created on first use)."""
+    from mme_triton.local.aws.cloudwatch import MetricStore
+
+    with _stores_lock:
+        store: MetricStore | None = getattr(backend, "_mme_triton_metrics", None)
+        if store is None:
+            store = MetricStore()
+            backend._mme_triton_metrics = store
+        return store
 
 
 def switch_config(backend: Any, endpoint: Any, endpoint_config_name: str) -> None:
     config = backend.endpoint_configs[endpoint_config_name]
     endpoint.endpoint_config_name = endpoint_config_name
     endpoint.production_variants = endpoint._process_production_variants(config.production_variants)
+    endpoint.data_capture_config = data_capture_summary(config.data_capture_config)
     endpoint.endpoint_status = "InService"
     endpoint.failure_reason = None
     endpoint.last_modified_time = utcnow()
+
+
+def data_capture_summary(config: dict[str, Any] | None) -> dict[str, Any] | None:
+    """DescribeEndpoint's ``DataCaptureConfig`` (a ``DataCaptureConfigSummary``, all of whose members are
+    required) for an endpoint config's ``DataCaptureConfig``; moto echoes the config's own shape.
+
+    Capture is enabled unless the config says otherwise, as in CreateEndpointConfig; without a
+    ``KmsKeyId`` in the config the summary has an empty one (what SageMaker writes then is not documented).
+    """
+    if not config:
+        return None
+    if "CaptureStatus" in config:  # a summary already
+        return config
+    enabled = bool(config.get("EnableCapture", True))
+    return {
+        "EnableCapture": enabled,
+        "CaptureStatus": "Started" if enabled else "Stopped",
+        "CurrentSamplingPercentage": config.get("InitialSamplingPercentage", 0),
+        "DestinationS3Uri": config.get("DestinationS3Uri", ""),
+        "KmsKeyId": config.get("KmsKeyId", ""),
+    }
 
 
 def describe_for_hooks(backend: Any, endpoint_name: str, endpoint_config_name: str) -> dict[str, Any]:

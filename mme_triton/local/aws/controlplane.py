@@ -14,14 +14,23 @@ away; every call still goes through moto's HTTP server and moto's backends):
 - every ``ml.<family>.<size>`` instance type is accepted (moto's list stops at ``ml.g4dn``/``ml.p3``;
   the library checks instance types against its own table before calling);
 - ``ListTags``/``AddTags``/``DeleteTags`` on the ARN of a resource that no longer exists answer
-  ``ValidationException``, as SageMaker does (moto fails with an internal error).
+  ``ValidationException``, as SageMaker does (moto fails with an internal error);
+- every SageMaker and Application Auto Scaling answer takes the shape of the API
+  (:mod:`._shapes`): an unset structure, list or map is left out, not written empty, so typed clients
+  such as the SageMaker SDK's resource classes parse it; a scalable target of a SageMaker variant has the
+  ``RoleARN`` (the service-linked role) and ``SuspendedState`` that Application Auto Scaling reports, and
+  an endpoint with data capture reports DescribeEndpoint's summary of it, not the config's.
+- CloudWatch's PutMetricData, ListMetrics, GetMetricData and GetMetricStatistics are answered as
+  CloudWatch answers them (:mod:`mme_triton.local.aws.cloudwatch`; moto's own answers ignore namespaces,
+  match subsets of dimensions, list metrics many times and fail on percentiles).
 
 Isolation: moto keeps state in process-global backends keyed by account id. Each ControlPlane assumes a
 role in an account id of its own (through moto's STS, whose temporary keys moto maps back to that
 account), so two ControlPlanes in one process do not see each other's resources. The patches themselves
 are process-wide but inert for accounts that no ControlPlane owns: there moto behaves as shipped, except
-that the wider instance-type check, the tag calls' ``ValidationException`` and ``UpdateEndpoint``
-(switching at once) are available too.
+that the wider instance-type check, the tag calls' ``ValidationException``, the scalable targets'
+``RoleARN`` and ``SuspendedState``, the data capture summary and ``UpdateEndpoint`` (switching at once) are
+available too.
 
 Example::
 
@@ -44,7 +53,7 @@ if TYPE_CHECKING:
     import boto3
     from botocore.config import Config
 
-from mme_triton._sagemaker import endpoint_session
+from mme_triton._sagemaker import endpoint_session, new_boto3_session
 from mme_triton.local.aws._moto_patches import (
     describe_for_hooks,
     install_patches,
@@ -53,6 +62,7 @@ from mme_triton.local.aws._moto_patches import (
     unregister,
     utcnow,
 )
+from mme_triton.local.aws._shapes import conform_answers
 
 __all__ = ["ControlPlane", "DeletedHook", "InServiceHook", "WSGIApplication"]
 
@@ -149,7 +159,7 @@ class ControlPlane:
                 logger.debug("moto: " + message, *args)
 
         install_patches()
-        app: Any = DomainDispatcherApplication(create_backend_app)
+        app: Any = conform_answers(DomainDispatcherApplication(create_backend_app))
         if self.wsgi_middleware is not None:
             app = self.wsgi_middleware(app)
         try:
@@ -170,10 +180,8 @@ class ControlPlane:
         logger.info("control plane on %s (account %s)", self.url, self.account_id)
 
     def _take_account(self) -> None:
-        import boto3
-
         self.account_id = str(100_000_000_000 + secrets.randbelow(899_999_999_999))
-        bootstrap = boto3.Session(
+        bootstrap = new_boto3_session(
             aws_access_key_id="mme-triton-bootstrap",
             aws_secret_access_key="mme-triton-bootstrap",
             region_name=self.region,

@@ -4,7 +4,8 @@ Mixed into :class:`~mme_triton.local.route.endpoint_runtime.EndpointRuntime`: :m
 gives the extracted copy a load needs, downloading and extracting it only when the volume has none
 (:class:`~mme_triton.local.route.volume.ModelVolume` keeps the bookkeeping). A copy is served as it is
 until it leaves the volume, even if the artifact in S3 was overwritten meanwhile, as SageMaker does; the
-stack checks the object's ETag (a ``HEAD``, no download) and logs when they differ.
+stack checks the object's ETag (a ``HEAD``, no download) and logs when they differ. The download and the
+extraction are timed (:class:`~mme_triton.local.route.timings.LoadTimings`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from mme_triton.local.route._prepare import Messages, prepare_model
 from mme_triton.local.route.extract import ExtractLimits, ModelArchiveError
 from mme_triton.local.route.limits import human_size
 from mme_triton.local.route.lru import ModelLRU
+from mme_triton.local.route.timings import LoadTimings, TimedBody
 from mme_triton.local.route.volume import ModelCopy, ModelVolume
 
 if TYPE_CHECKING:
@@ -85,8 +87,9 @@ class ModelCache:
         bucket, prefix = parse_s3_url(self.model_data_url)
         return bucket, prefix + target_model
 
-    def _on_volume(self, target_model: str) -> ModelCopy:
-        """The extracted copy of ``target_model`` on the volume, downloaded and extracted if there is none.
+    def _on_volume(self, target_model: str) -> tuple[ModelCopy, LoadTimings]:
+        """The extracted copy of ``target_model`` on the volume, downloaded and extracted if there is none,
+        and how long that took (``from_volume`` when it was there already; ``load_s`` is left 0).
 
         Raises:
             ModelDataNotFoundError, ModelArchiveError, LoadFailedError: as the download and extraction do.
@@ -95,12 +98,15 @@ class ModelCache:
             copy = self._volume.get(target_model)
         if copy is not None and copy.path.is_dir():
             self._check_artifact(target_model, copy)
-            return copy
+            return copy, LoadTimings(0.0, 0.0, 0.0, from_volume=True)
         root = self._model_root(model_hash_of(target_model))
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir(parents=True)
         try:
-            body, etag = self._download(target_model)
+            started = time.monotonic()
+            stream, etag = self._download(target_model)
+            body = TimedBody(stream)
+            requested = time.monotonic()  # GetObject answered; the bytes are read while extracting
             try:
                 extracted = prepare_model(
                     body,
@@ -116,6 +122,11 @@ class ModelCache:
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
             raise
+        parts = LoadTimings(
+            download_s=requested - started + body.seconds,
+            extract_s=max(0.0, time.monotonic() - requested - body.seconds),
+            load_s=0.0,
+        )
         copy = ModelCopy(extracted.size, etag, time.time(), extracted.path)
         with self._lock:
             self.downloads += 1
@@ -135,7 +146,7 @@ class ModelCache:
                 human_size(over),
                 human_size(self._volume.capacity),
             )
-        return copy
+        return copy, parts
 
     def _held(self, name: str) -> bool:
         """Whether ``name`` is loaded, loading, unloading or in use (caller holds the lock)."""

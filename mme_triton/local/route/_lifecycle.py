@@ -3,7 +3,8 @@
 :class:`~mme_triton.local.route.endpoint_runtime.EndpointRuntime` answers requests; the methods here, mixed
 into it, load a model on a loader thread once the memory budget has room for it, and put it in the LRU with
 what it really holds (measured from ``/proc`` and ``/dev/shm``); unload models on threads of their own (each
-waits only for the requests using its model); and start the endpoint's Triton again after it exited.
+waits only for the requests using its model); and start the endpoint's Triton again after it exited. Each
+load's parts and its unload are timed (:class:`~mme_triton.local.route.timings.LoadTimings`).
 
 Room is made before a load starts, as SageMaker starts unloading "when starting the process of loading a new
 model": the load's estimate (what the model measured the last time it was loaded, else what the models of
@@ -23,6 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 from mme_triton.errors import LocalStackError
@@ -30,6 +32,7 @@ from mme_triton.local.route._cache import ModelCache, model_hash_of
 from mme_triton.local.route._prepare import LoadFailedError, load_failure
 from mme_triton.local.route.limits import human_size
 from mme_triton.local.route.names import triton_model_name
+from mme_triton.local.route.timings import LoadTimings
 from mme_triton.local.triton.protocol import TritonLike
 
 __all__ = ["Lifecycle"]
@@ -52,6 +55,7 @@ class Lifecycle(ModelCache):
     _reserved: dict[str, int]
     _unloading_bytes: dict[str, int]
     _memory: dict[str, int]
+    _timings: dict[str, LoadTimings]
     _generation: int
     _restarting: Future[None] | None
     _restart_failed_at: float
@@ -77,15 +81,19 @@ class Lifecycle(ModelCache):
 
         The requests that waited for this load are counted on it before anything else can unload it.
         """
-        deadline = time.monotonic() + self._load_timeout
+        started = time.monotonic()
+        deadline = started + self._load_timeout
         try:
             with self._lock:
                 unloading = self._unloading.get(target_model)
             if unloading is not None:
                 with contextlib.suppress(Exception):
                     unloading.result(timeout=self._unload_timeout + 5)
-            copy = self._on_volume(target_model)
+            waited = time.monotonic() - started
+            copy, parts = self._on_volume(target_model)
+            room_from = time.monotonic()
             self._make_room(target_model, self._estimate(target_model, copy.size), generation, deadline)
+            load_started = time.monotonic()
             try:
                 self._triton_load(triton, model_hash_of(target_model), copy.path, target_model)
             except BaseException:
@@ -99,9 +107,13 @@ class Lifecycle(ModelCache):
                     self._loading.pop(target_model, None)
                 self._idle.notify_all()
             raise
+        parts = replace(
+            parts, wait_s=waited + load_started - room_from, load_s=time.monotonic() - load_started
+        )
         measured = self._measure(triton, extra=target_model)
         with self._idle:
             self.loads += 1
+            self._timings[target_model] = parts
             self._reserved.pop(target_model, None)
             if self._generation != generation:
                 return  # the server was replaced meanwhile; the next request loads it again
@@ -281,13 +293,33 @@ class Lifecycle(ModelCache):
 
     # -- unloading ---------------------------------------------------------------------------------
 
-    def _schedule_unload(self, target_model: str, triton: TritonLike, *, delete: bool = False) -> None:
-        """Take ``target_model`` out of the LRU and queue its unload (caller holds the lock); ``delete``
-        also deletes its copy from the volume (``ModelCacheSetting: Disabled``)."""
+    def load_timings(self) -> dict[str, LoadTimings]:
+        """The parts of each TargetModel's last load on this endpoint, and of its unload once unloaded."""
+        with self._lock:
+            return dict(self._timings)
+
+    def unload_model(self, target_model: str, *, timeout: float | None = None) -> bool:
+        """Unload a loaded model now, once the requests using it have finished (as an eviction does: its
+        copy stays on the volume); wait for it up to ``timeout`` seconds. ``False`` when it was not
+        loaded."""
+        with self._idle:
+            future = self._schedule_unload(target_model, self._triton, evicted=False)
+        if future is None:
+            return False
+        with contextlib.suppress(Exception):
+            future.result(timeout=timeout)
+        return True
+
+    def _schedule_unload(
+        self, target_model: str, triton: TritonLike, *, evicted: bool = True, delete: bool = False
+    ) -> Future[None] | None:
+        """Take ``target_model`` out of the LRU and queue its unload (caller holds the lock); ``evicted``
+        counts it in :attr:`evictions`, ``delete`` also deletes its copy from the volume
+        (``ModelCacheSetting: Disabled``). ``None`` when it was not loaded."""
         size = self._lru.size_of(target_model)
         if not self._lru.remove(target_model):
-            return
-        if not delete:
+            return None
+        if evicted:
             self.evictions += 1
         self._unloading_bytes[target_model] = size
         self._unloading[target_model] = future = self._unloader.submit(
@@ -302,15 +334,21 @@ class Lifecycle(ModelCache):
                 self._idle.notify_all()
 
         future.add_done_callback(forget)
+        return future
 
     def _unload(self, target_model: str, triton: TritonLike, delete: bool) -> None:
         model_hash = model_hash_of(target_model)
         with self._idle:
             self._idle.wait_for(lambda: self._in_flight[target_model] <= 0, timeout=self._unload_timeout)
         try:
+            started = time.monotonic()
             triton.unload(
                 model_hash, target_model=triton_model_name(target_model), timeout=self._unload_timeout
             )
+            with self._lock:
+                loaded = self._timings.get(target_model)
+                if loaded is not None:
+                    self._timings[target_model] = replace(loaded, unload_s=time.monotonic() - started)
             logger.info("endpoint %s: unloaded %s", self.endpoint_name, target_model)
         except LocalStackError as exc:
             logger.warning("endpoint %s: unloading %s failed: %s", self.endpoint_name, target_model, exc)
@@ -324,7 +362,7 @@ class Lifecycle(ModelCache):
         ``ModelCacheSetting: Disabled`` unloads it and deletes it from the volume, as SageMaker does."""
         self._volume.touch(target_model)
         if self.cache_disabled and target_model in self._lru:
-            self._schedule_unload(target_model, self._triton, delete=True)
+            self._schedule_unload(target_model, self._triton, evicted=False, delete=True)
 
     # -- recovery ----------------------------------------------------------------------------------
 

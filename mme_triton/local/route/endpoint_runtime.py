@@ -56,6 +56,7 @@ from mme_triton.local.route.responses import (
     success,
     validation_error,
 )
+from mme_triton.local.route.timings import LoadTimings
 from mme_triton.local.route.volume import ModelVolume
 from mme_triton.local.triton.protocol import TritonLike
 from mme_triton.local.triton.server import TritonTimeoutError
@@ -176,6 +177,7 @@ class EndpointRuntime(Lifecycle):
         self._unloading_bytes: dict[str, int] = {}
         self._reserved: dict[str, int] = {}  # room held in the budget by loads under way
         self._memory: dict[str, int] = {}  # the last measure of each model, kept after it unloads
+        self._timings: dict[str, LoadTimings] = {}  # the last load of each model, by part
         self._generation = 0
         self._restarting: Future[None] | None = None
         self._restart_failed_at = 0.0

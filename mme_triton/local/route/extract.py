@@ -42,6 +42,7 @@ from mme_triton.local.route.limits import (
     DEFAULT_MAX_MEMBERS,
     DEFAULT_MAX_UNPACKED_BYTES,
     DISK_RESERVE_BYTES,
+    check_compression_ratio,
     human_size,
 )
 
@@ -80,8 +81,9 @@ class ExtractLimits:
     """Where ``max_bytes`` comes from, for the message of a refusal."""
 
     def __post_init__(self) -> None:
-        if self.max_bytes <= 0 or self.max_members <= 0 or self.max_ratio <= 0:
+        if self.max_bytes <= 0 or self.max_members <= 0:
             raise ValueError("extraction limits must be > 0")
+        check_compression_ratio(self.max_ratio, "max_ratio")  # the stack's own rule for the ratio
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ __all__ = [
     "DEFAULT_MAX_MEMBERS",
     "DEFAULT_MAX_UNPACKED_BYTES",
     "DISK_RESERVE_BYTES",
+    "check_compression_ratio",
     "check_limits",
     "human_size",
 ]
@@ -41,6 +42,17 @@ def human_size(size: float) -> str:
     return f"{size:.1f} TiB"  # pragma: no cover
 
 
+def check_compression_ratio(ratio: float, name: str = "max_compression_ratio") -> None:
+    """A limit on unpacked bytes per archive byte must be > 1: a gzip'd tar unpacks to more than it weighs
+    (its headers and padding alone), so a limit of 1 or less would refuse every archive.
+
+    Raises:
+        ValueError: ``ratio`` is not > 1 (NaN included).
+    """
+    if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not ratio > 1:
+        raise ValueError(f"{name} must be > 1, got {ratio!r}")
+
+
 def check_limits(
     *,
     shm_limit: int | None = None,
@@ -59,5 +71,4 @@ def check_limits(
         raise ValueError("max_unpacked_bytes must be > 0 bytes (or None for the default)")
     if max_archive_members <= 0:
         raise ValueError("max_archive_members must be > 0")
-    if max_compression_ratio <= 1:
-        raise ValueError("max_compression_ratio must be > 1")
+    check_compression_ratio(max_compression_ratio)

@@ -36,7 +36,6 @@ from mme_triton._sagemaker import (
 )
 from mme_triton.errors import LocalStackError
 from mme_triton.local.route.budget import (
-    DEFAULT_RESERVED_MEMORY,
     FROM_INSTANCE,
     BudgetSetting,
     endpoint_budget,
@@ -95,9 +94,10 @@ class InvocationRuntime:
         region: the region in the answers (log group ARNs, console links).
         account_id: the account in the answers (``Endpoint X of account Y not found.``).
         memory_budget: what an endpoint's loaded models may hold: ``"instance"`` (the default) for the
-            production variant's instance type's memory less ``reserved_memory``, at most half of this
-            machine's memory (:mod:`mme_triton.local.route.budget`); bytes; or ``None`` for no byte limit.
-        reserved_memory: what an instance keeps for itself, not for models (with ``"instance"``).
+            production variant's instance type's memory for models, at most half of this machine's memory
+            (:mod:`mme_triton.local.route.budget`); bytes; or ``None`` for no byte limit.
+        reserved_memory: what an instance keeps for itself, not for models (with ``"instance"``); ``None``:
+            the instance type's documented default.
         max_models: models loaded per endpoint before the least recently used are unloaded; ``None``
             for no count limit.
         triton_factory: builds the (unstarted) Triton server of an endpoint (the stack passes
@@ -125,7 +125,7 @@ class InvocationRuntime:
         region: str = "us-east-1",
         account_id: str = "123456789012",
         memory_budget: BudgetSetting = FROM_INSTANCE,
-        reserved_memory: int = DEFAULT_RESERVED_MEMORY,
+        reserved_memory: int | None = None,
         max_models: int | None = None,
         triton_factory: TritonFactory,
         adapt_gpu_configs: bool = True,
@@ -137,7 +137,7 @@ class InvocationRuntime:
     ) -> None:
         endpoint_budget(memory_budget, None)  # validates it
         ModelLRU(max_models=max_models)  # validates it
-        if reserved_memory < 0:
+        if reserved_memory is not None and reserved_memory < 0:
             raise ValueError("reserved_memory must be >= 0 bytes")
         if ready_timeout <= 0:
             raise ValueError("ready_timeout must be > 0 seconds")

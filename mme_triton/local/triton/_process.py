@@ -14,7 +14,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -35,6 +35,7 @@ __all__ = [
     "read_tail",
     "server_argv",
     "socket_directory",
+    "spawn",
     "startup_failure",
     "terminate",
     "wait_until_ready",
@@ -87,9 +88,10 @@ def server_argv(
     repository: Path,
     backends: Path,
     shm_prefix: str,
+    own_ports: Sequence[str],
 ) -> list[str]:
     """``tritonserver``'s command line: the serve script's arguments first, then what the stack must
-    decide, which wins over them."""
+    decide, which wins over them (``own_ports``: :func:`~mme_triton.local.triton.ports.port_args`)."""
     return [
         str(server),
         "--exit-timeout-secs=5",
@@ -97,9 +99,7 @@ def server_argv(
         *extra_args,
         "--allow-sagemaker=true",
         f"--sagemaker-port={port}",
-        "--allow-http=false",
-        "--allow-grpc=false",
-        "--allow-metrics=false",
+        *own_ports,
         "--allow-vertex-ai=false",
         "--model-control-mode=explicit",
         f"--model-repository={repository}",
@@ -118,6 +118,7 @@ def socket_directory() -> str:
 
 
 def check_hash(model_hash: str) -> None:
+    """Refuse a model hash that is empty or holds '/' or whitespace (it goes into a URL path)."""
     if not model_hash or "/" in model_hash or any(c.isspace() for c in model_hash):
         raise ValueError(f"model_hash must be a non-empty name without '/' or spaces, got {model_hash!r}")
 
@@ -213,6 +214,32 @@ def terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
     # Stubs watch their parent and exit with it; anything left in the group is ours to end.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
+
+
+def spawn(
+    argv: Sequence[str], *, log_path: Path, env: Mapping[str, str], cwd: str
+) -> tuple[subprocess.Popen[bytes], IO[bytes]]:
+    """Start ``argv`` in a session of its own (its process group is stopped with it), writing its output
+    to ``log_path``; returns the process and the open log.
+
+    Raises:
+        LocalStackError: it could not be run.
+    """
+    log_file = log_path.open("wb")
+    try:
+        process = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        log_file.close()
+        raise LocalStackError(f"cannot run {argv[0]}: {exc}") from exc
+    return process, log_file
 
 
 def wait_until_ready(

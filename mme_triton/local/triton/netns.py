@@ -42,6 +42,7 @@ __all__ = [
     "PortForward",
     "isolated_command",
     "namespace_problem",
+    "placement",
     "warn_reachable",
 ]
 
@@ -95,6 +96,17 @@ def namespace_problem() -> str | None:
     return None
 
 
+def placement(socket_directory: str) -> tuple[Connector, str | None]:
+    """How a new server is reached: through ``<socket_directory>/triton.sock`` into a namespace of its own,
+    or, where :func:`namespace_problem` says the kernel refuses, on this host (with that reason)."""
+    problem = namespace_problem()
+    if problem is not None:
+        return Connector(None), problem
+    socket_path = Path(socket_directory) / "triton.sock"
+    socket_path.unlink(missing_ok=True)
+    return Connector(socket_path), None
+
+
 def isolated_command(command: Sequence[str], socket_path: Path) -> list[str]:
     """``command`` run in a fresh user + network namespace, with a connector at ``socket_path``.
 
@@ -138,6 +150,12 @@ class Connector:
         sock = self._connect(port, timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock
+
+    def where(self, port: int) -> str:
+        """Where ``port`` is, in words (for messages)."""
+        if self.socket_path is not None:
+            return f"port {port} of its own network namespace (via {self.socket_path})"
+        return f"port {port} of every interface"
 
     def diag_socket(self, *, timeout: float | None = None) -> socket.socket:
         """A ``sock_diag`` netlink socket of the server's network namespace: it looks up the sockets there

@@ -23,11 +23,13 @@ __all__ = [
     "anon_rss",
     "children",
     "new_shm_prefix",
+    "pid_namespace",
     "remove_orphaned_shm_regions",
     "remove_shm_regions",
     "rss",
     "shm_allocated",
     "shm_regions",
+    "stack_shm_prefix",
     "stub_processes",
 ]
 
@@ -35,8 +37,10 @@ SHM_DIR = Path("/dev/shm")
 
 logger = logging.getLogger("mme_triton.local.triton.server")
 
-# The stack names its servers' regions mme_triton_<pid of the process that started the server>_<8 hex>_.
-_STACK_REGION = re.compile(r"mme_triton_(\d+)_[0-9a-f]{8}_")
+# The stack names its servers' regions mme_triton_ns<PID namespace>_<pid of the process that started the
+# server>_<8 hex>_: a pid means something only in its own PID namespace, and containers sharing /dev/shm
+# (docker run --ipc=host) each have their own.
+_STACK_REGION = re.compile(r"mme_triton_ns(\d+)_(\d+)_[0-9a-f]{8}_")
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -176,9 +180,24 @@ def children(pid: int) -> list[int]:
     return found
 
 
+def pid_namespace() -> int:
+    """This process's PID namespace: the inode of ``/proc/self/ns/pid`` (0 where it cannot be read)."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+def stack_shm_prefix(pid: int | None = None) -> str:
+    """The start of the region names of the servers process ``pid`` (default: this one) starts:
+    ``mme_triton_ns<PID namespace>_<pid>_``."""
+    return f"mme_triton_ns{pid_namespace()}_{os.getpid() if pid is None else pid}_"
+
+
 def new_shm_prefix() -> str:
-    """A fresh ``shm-region-prefix-name`` for one server, naming the process that starts it."""
-    return f"mme_triton_{os.getpid()}_{secrets.token_hex(4)}_"
+    """A fresh ``shm-region-prefix-name`` for one server, naming the PID namespace and the process that
+    start it."""
+    return f"{stack_shm_prefix()}{secrets.token_hex(4)}_"
 
 
 def _runs(pid: int) -> bool:
@@ -196,13 +215,17 @@ def remove_orphaned_shm_regions() -> dict[int, int]:
 
     A process that is killed (SIGKILL, the OOM killer) cannot clean up, and its servers' regions would
     hold their memory until the machine restarts; every new server removes them first, and logs it.
+    Only regions of this PID namespace are judged: a pid of another one (a container sharing
+    ``/dev/shm`` through ``--ipc=host``) says nothing here, so its regions are left alone, as are names
+    without a namespace, whose pid cannot be placed.
     """
+    namespace = pid_namespace()
     removed: dict[int, int] = {}
-    for name in shm_regions("mme_triton_"):
+    for name in shm_regions("mme_triton_ns"):
         match = _STACK_REGION.match(name)
-        if match is None:
+        if match is None or not namespace or int(match.group(1)) != namespace:
             continue
-        pid = int(match.group(1))
+        pid = int(match.group(2))
         if pid == os.getpid() or _runs(pid):
             continue
         try:

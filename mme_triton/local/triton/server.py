@@ -2,10 +2,10 @@
 
 The binary, the python backend and its stubs come from the ``nvidia-pytriton`` wheel (the ``local`` extra).
 :class:`TritonServer` starts one ``tritonserver`` with ``SAGEMAKER_MULTI_MODEL=true`` and
-``--allow-sagemaker=true``, in a network namespace of its own, with HTTP, gRPC and metrics turned off, so
-several servers can run side by side. Models are loaded, invoked and unloaded through the routes
-SageMaker's platform uses in a multi-model container (``POST /models``, ``POST /models/<hash>/invoke``,
-``DELETE /models/<hash>``), with :mod:`http.client`.
+``--allow-sagemaker=true``, in a network namespace of its own, with HTTP, gRPC and metrics off unless asked
+for (:mod:`.ports`), so several servers can run side by side. Models are loaded, invoked and unloaded
+through the routes SageMaker's platform uses in a multi-model container (``POST /models``,
+``POST /models/<hash>/invoke``, ``DELETE /models/<hash>``), with :mod:`http.client`.
 """
 
 from __future__ import annotations
@@ -42,11 +42,13 @@ from mme_triton.local.triton._process import (
     read_tail,
     server_argv,
     socket_directory,
+    spawn,
     terminate,
     wait_until_ready,
 )
 from mme_triton.local.triton.frontend import FrontEnd
-from mme_triton.local.triton.netns import Connector
+from mme_triton.local.triton.netns import Connector, PortForward
+from mme_triton.local.triton.ports import ISOLATED, TritonPorts, forward_ports, port_args
 from mme_triton.local.triton.procfs import (
     StubProcess,
     new_shm_prefix,
@@ -100,6 +102,8 @@ class TritonServer:
         startup_timeout: seconds to wait for ``GET /ping`` to answer 200.
         python_executable: the interpreter whose packages python-backend models see (default: the running
             one); its bin directory goes first on ``PATH`` and the matching stub is used.
+        triton_ports: also open Triton's HTTP, gRPC and metrics endpoints on 127.0.0.1 of this host
+            (:attr:`triton_ports`; from its own namespace, through a :class:`~.netns.PortForward` each).
 
     Example::
 
@@ -117,6 +121,7 @@ class TritonServer:
         log_verbose: int = 0,
         startup_timeout: float = 60.0,
         python_executable: str | None = None,
+        triton_ports: bool = False,
     ) -> None:
         if isinstance(extra_args, str):
             raise TypeError("extra_args must be a sequence of arguments, not a string")
@@ -130,6 +135,9 @@ class TritonServer:
         self._log_verbose = log_verbose
         self._startup_timeout = startup_timeout
         self._python_executable = python_executable
+        self._open_ports = triton_ports
+        self._ports: TritonPorts | None = None
+        self._forwards: list[PortForward] = []
         self._process: subprocess.Popen[bytes] | None = None
         self._log_file: IO[bytes] | None = None
         self._tmp: str | None = None
@@ -238,9 +246,7 @@ class TritonServer:
         """Where the SageMaker front-end listens, in words (for messages)."""
         if self._connector is None or self._port is None:
             return "(not started)"
-        if self._connector.socket_path is not None:
-            return f"port {self._port} of its own network namespace (via {self._connector.socket_path})"
-        return f"port {self._port} of every interface"
+        return self._connector.where(self._port)
 
     @property
     def pid(self) -> int | None:
@@ -255,6 +261,11 @@ class TritonServer:
         if process is not None:
             return process.poll()
         return self._returncode
+
+    @property
+    def triton_ports(self) -> TritonPorts | None:
+        """Triton's own endpoints while it runs, when started with ``triton_ports=True``."""
+        return self._ports if self._process is not None else None
 
     @property
     def log_path(self) -> Path:
@@ -298,9 +309,8 @@ class TritonServer:
             self._targets[model_hash] = target_model
             return
         if status != 200:
-            raise TritonLoadError(
-                error_message(answer) or self._failure_hint(), status=status, model_hash=model_hash
-            )
+            message = error_message(answer) or f"no message from Triton; log tail:\n{self.log_tail()}"
+            raise TritonLoadError(message, status=status, model_hash=model_hash)
         self._targets[model_hash] = target_model
         logger.debug("loaded %s as %s in %.2fs", target_model, model_hash, time.monotonic() - started)
 
@@ -386,15 +396,13 @@ class TritonServer:
         assert self._log_path is not None and self._tmp is not None
         self._shm_prefix = new_shm_prefix()
         remove_orphaned_shm_regions()  # what killed processes left (docs/local-triton.md)
-        problem = netns.namespace_problem()
-        if problem is None:
-            if self._sockets is None:
-                self._sockets = socket_directory()
-            socket_path = Path(self._sockets) / "triton.sock"
-            socket_path.unlink(missing_ok=True)
-            self._port, self._connector = netns.ISOLATED_PORT, Connector(socket_path)
+        if self._sockets is None:
+            self._sockets = socket_directory()
+        self._connector, problem = netns.placement(self._sockets)
+        if problem is None:  # Triton's own ports too are inside its namespace, forwarded once it is ready
+            self._port, own_ports = netns.ISOLATED_PORT, ISOLATED if self._open_ports else None
         else:
-            self._port, self._connector = free_port(), Connector(None)
+            self._port, own_ports = free_port(), TritonPorts.free() if self._open_ports else None
             netns.warn_reachable(self._port, problem)
         argv = server_argv(
             installation.server,
@@ -404,24 +412,12 @@ class TritonServer:
             repository=repository,
             backends=backends,
             shm_prefix=self._shm_prefix,
+            own_ports=port_args(own_ports),
         )
         if self._connector.socket_path is not None:
             argv = netns.isolated_command(argv, self._connector.socket_path)
-        log_file = self._log_path.open("wb")
         started = time.monotonic()
-        try:
-            process = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=self._tmp,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            log_file.close()
-            raise LocalStackError(f"cannot run {installation.server}: {exc}") from exc
+        process, log_file = spawn(argv, log_path=self._log_path, env=env, cwd=self._tmp)
         self._process = process
         self._log_file = log_file
         self._finalizer = weakref.finalize(
@@ -440,10 +436,13 @@ class TritonServer:
             self._log_file = None
             raise
         self._front_end = FrontEnd(self._connector, self._port, process.pid)
+        self._ports, self._forwards = forward_ports(self._connector, own_ports)
         self.startup_seconds = time.monotonic() - started
         logger.info("tritonserver ready on %s in %.2fs", self.address, self.startup_seconds)
 
     def _cleanup(self) -> None:
+        if self._process is not None and self._process.poll() is None:  # start() failed after spawning it
+            terminate(self._process, 5.0)
         if self._finalizer is not None:
             self._finalizer.detach()
             self._finalizer = None
@@ -459,12 +458,12 @@ class TritonServer:
             remove_shm_regions(self._shm_prefix)
         if self._front_end is not None:
             self._front_end.close()
-        self._process = self._front_end = None
+        for forward in self._forwards:
+            forward.stop()
+        self._forwards = []
+        self._process = self._front_end = self._ports = None
         self._targets.clear()
         self._pool.close()
-
-    def _failure_hint(self) -> str:
-        return f"no message from Triton; log tail:\n{self.log_tail()}"
 
     def _request(
         self,

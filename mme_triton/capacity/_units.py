@@ -1,0 +1,93 @@
+"""Sizes, durations and rates written as people write them: ``"2GiB"``, ``"200ms"``, ``"50/s"``.
+
+Only the standard library: the command line parses its flags with these before anything heavy loads.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+__all__ = ["parse_duration", "parse_rate", "parse_size"]
+
+_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([KMGT]i?B|B)?\s*", re.IGNORECASE)
+_SIZE_UNITS = {
+    "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}  # fmt: skip
+_DURATION = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(us|µs|ms|s|m|min|h)?\s*", re.IGNORECASE)
+_SECONDS = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+_RATE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(?:/\s*(s|m|min|h))?\s*", re.IGNORECASE)
+
+
+def parse_size(value: str | int | float, what: str = "size") -> int:
+    """Bytes from ``1048576``, ``"500MB"``, ``"1.5GiB"`` (a bare number is bytes).
+
+    Raises:
+        ValueError: not a size, or negative.
+
+    Example:
+        >>> parse_size("2GiB"), parse_size("500MB"), parse_size(4096)
+        (2147483648, 500000000, 4096)
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"{what}: not a size: {value!r}")
+    if isinstance(value, (int, float)):
+        number = float(value)
+    else:
+        match = _SIZE.fullmatch(str(value))
+        if match is None:
+            raise ValueError(f"{what}: not a size: {value!r} (e.g. 2GiB, 500MB, 1048576)")
+        number = float(match.group(1)) * _SIZE_UNITS[(match.group(2) or "B").lower()]
+    if not math.isfinite(number) or number < 0:
+        raise ValueError(f"{what}: a size is a number of bytes >= 0, got {value!r}")
+    return round(number)
+
+
+def parse_duration(value: str | int | float, what: str = "duration") -> float:
+    """Seconds from ``2.5``, ``"200ms"``, ``"4s"``, ``"10m"``, ``"1h"`` (a bare number is seconds).
+
+    Raises:
+        ValueError: not a duration, or negative.
+
+    Example:
+        >>> parse_duration("200ms"), parse_duration("1h"), parse_duration(4)
+        (0.2, 3600.0, 4.0)
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"{what}: not a duration: {value!r}")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    else:
+        match = _DURATION.fullmatch(str(value))
+        if match is None:
+            raise ValueError(f"{what}: not a duration: {value!r} (e.g. 200ms, 4s, 10m, 1h)")
+        seconds = float(match.group(1)) * _SECONDS[(match.group(2) or "s").lower()]
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"{what}: a duration is a number of seconds >= 0, got {value!r}")
+    return seconds
+
+
+def parse_rate(value: str | int | float, what: str = "rate") -> float:
+    """Requests per second from ``50``, ``"50/s"``, ``"3000/m"``, ``"1.2/h"`` (a bare number is per second).
+
+    Raises:
+        ValueError: not a rate, or not above 0.
+
+    Example:
+        >>> parse_rate("50/s"), parse_rate("3000/min"), parse_rate(2)
+        (50.0, 50.0, 2.0)
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"{what}: not a rate: {value!r}")
+    if isinstance(value, (int, float)):
+        rate = float(value)
+    else:
+        match = _RATE.fullmatch(str(value))
+        if match is None:
+            raise ValueError(f"{what}: not a rate: {value!r} (e.g. 50/s, 3000/min)")
+        rate = float(match.group(1)) / _SECONDS[(match.group(2) or "s").lower()]
+    if not math.isfinite(rate) or rate <= 0:
+        raise ValueError(f"{what}: a rate is a number of requests per second > 0, got {value!r}")
+    return rate

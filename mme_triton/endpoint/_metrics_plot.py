@@ -1,0 +1,90 @@
+"""``EndpointMetrics.plot()``: three panels over time, drawn with matplotlib (imported here only).
+
+1. invocations per period (bars) and the cache-hit ratio (a line on its own 0-1 axis);
+2. the wait for model loads: the mean and the longest wait per period, in seconds;
+3. the loaded models: the mean and the most per period.
+
+The figure is a ``matplotlib.figure.Figure`` made without pyplot, so no window or GUI backend is involved;
+notebooks display it, and ``path`` saves it (the format from the file name).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mme_triton.endpoint.metrics import hit_ratio_series, total_series
+
+if TYPE_CHECKING:
+    from mme_triton.endpoint.metrics import EndpointMetrics
+
+__all__ = ["plot_metrics"]
+
+
+def _mean_over_variants(metrics: EndpointMetrics, metric: str) -> list[tuple[Any, float]]:
+    totals = dict(total_series(metrics.series(metric, "Sum")))
+    counts = dict(total_series(metrics.series(metric, "SampleCount")))
+    return [(t, totals.get(t, 0.0) / c) for t, c in sorted(counts.items()) if c]
+
+
+def plot_metrics(metrics: EndpointMetrics, path: str | Path | None = None) -> Any:
+    """The figure (see the module docstring); saved to ``path`` when given."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("EndpointMetrics.plot() needs matplotlib: pip install matplotlib") from exc
+
+    figure = Figure(figsize=(10, 8), layout="constrained")
+    calls, waits, loaded = figure.subplots(3, 1, sharex=True)
+    width = metrics.period / 86400 * 0.8  # bar width in days, matplotlib's unit for dates
+
+    invocations = total_series(metrics.series("Invocations", "Sum"))
+    if invocations:
+        calls.bar([t for t, _ in invocations], [v for _, v in invocations], width=width, color="tab:blue")
+    calls.set_ylabel("invocations")
+    ratio_axis = calls.twinx()
+    ratio = hit_ratio_series(metrics)
+    if ratio:
+        ratio_axis.plot([t for t, _ in ratio], [v for _, v in ratio], color="tab:orange", marker=".")
+    ratio_axis.set_ylim(0, 1.05)
+    ratio_axis.set_ylabel("cache-hit ratio", color="tab:orange")
+
+    mean_wait = _mean_over_variants(metrics, "ModelLoadingWaitTime")
+    most: dict[Any, float] = {}
+    for point in metrics.series("ModelLoadingWaitTime", "Maximum"):
+        most[point.timestamp] = max(point.value, most.get(point.timestamp, point.value))
+    longest = sorted(most.items())
+    if mean_wait:
+        waits.plot([t for t, _ in mean_wait], [v / 1e6 for _, v in mean_wait], marker=".", label="mean")
+    if longest:
+        waits.plot(
+            [t for t, _ in longest], [v / 1e6 for _, v in longest], marker="x", linestyle=":", label="max"
+        )
+    if mean_wait or longest:
+        waits.legend(loc="upper right")
+    waits.set_ylabel("load wait (s)")
+
+    for statistic, style in (("Average", "-"), ("Maximum", ":")):
+        points = metrics.series("LoadedModelCount", statistic)
+        if points:
+            loaded.step(
+                [p.timestamp for p in points], [p.value for p in points], where="post", linestyle=style,
+                label=statistic.lower(),
+            )  # fmt: skip
+    if metrics.series("LoadedModelCount"):
+        loaded.legend(loc="upper right")
+    loaded.set_ylabel("loaded models")
+    loaded.set_xlim(metrics.start, metrics.end)
+    loaded.set_xlabel("UTC")
+    for axis in (calls, waits, loaded):
+        axis.grid(True, alpha=0.3)
+
+    summary = metrics.summary()
+    ratio_text = f"{summary['cache_hit_ratio']:.0%}" if summary["cache_hit_ratio"] is not None else "-"
+    figure.suptitle(
+        f"{metrics.endpoint_name}: {summary['invocations']} invocations, cache-hit ratio {ratio_text}, "
+        f"{summary['loads']} loads, {summary['unloads']} unloads"
+    )
+    if path is not None:
+        figure.savefig(Path(path))
+    return figure

@@ -1,0 +1,158 @@
+"""Model profiles: validation, copies, and the JSON/CSV files that carry them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mme_triton.capacity.profile import MAX_COPIES, ModelProfile, copy_name
+
+MiB = 1024**2
+
+
+def _resnet(**changes: object) -> ModelProfile:
+    fields: dict[str, object] = {"memory_bytes": 300 * MiB, "cold_start_s": 4.5, "service_time_s": 0.02}
+    fields.update(changes)
+    return ModelProfile("resnet.tar.gz", **fields)  # type: ignore[arg-type]
+
+
+def test_model_profile_copies_are_named_before_the_suffix() -> None:
+    assert _resnet(copies=200).names()[:2] == ["resnet-000.tar.gz", "resnet-001.tar.gz"]
+    assert _resnet(copies=200).names()[-1] == "resnet-199.tar.gz"
+    assert _resnet().names() == ["resnet.tar.gz"]
+    assert copy_name("bert", 3, 10) == "bert-3"
+
+
+def test_model_profile_reload_defaults_to_the_cold_start() -> None:
+    assert _resnet().reload_time_s == 4.5
+    assert _resnet(reload_s=1.0).reload_time_s == 1.0
+
+
+def test_model_profile_batch_time_adds_the_per_request_cost() -> None:
+    profile = _resnet(max_batch_size=8, batch_item_s=0.005)
+    assert profile.batch_time_s(1) == pytest.approx(0.02)
+    assert profile.batch_time_s(5) == pytest.approx(0.04)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"memory_bytes": 0}, "memory_bytes must be an integer > 0"),
+        ({"memory_bytes": 1.5}, "memory_bytes must be an integer > 0"),
+        ({"cold_start_s": -1.0}, "cold_start_s must be >= 0"),
+        ({"service_time_s": float("nan")}, "service_time_s must be a number"),
+        ({"copies": 0}, "copies must be an integer >= 1"),
+        ({"copies": MAX_COPIES + 1}, "copies is at most"),
+        ({"instances": 2.0}, "instances must be an integer >= 1"),
+        ({"max_batch_size": 0}, "max_batch_size must be an integer >= 1"),
+        ({"unload_s": -0.1}, "unload_s must be >= 0"),
+    ],
+    ids=[
+        "no-memory",
+        "fractional-memory",
+        "negative-cold-start",
+        "nan",
+        "no-copies",
+        "too-many-copies",
+        "float-instances",
+        "no-batch",
+        "negative-unload",
+    ],
+)
+def test_model_profile_refuses_out_of_range_fields(changes: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        _resnet(**changes)
+
+
+def test_model_profile_from_dict_reads_units_and_names_bad_fields() -> None:
+    profile = ModelProfile.from_dict(
+        {
+            "name": "bert",
+            "memory_bytes": "1.5GiB",
+            "cold_start_s": "4s",
+            "service_time_s": "20ms",
+            "copies": "3",
+        }
+    )
+    assert (profile.memory_bytes, profile.cold_start_s, profile.service_time_s, profile.copies) == (
+        1536 * MiB,
+        4.0,
+        0.02,
+        3,
+    )
+    with pytest.raises(ValueError, match=r"unknown model profile field\(s\) \['memory'\]"):
+        ModelProfile.from_dict({"name": "bert", "memory": 1, "cold_start_s": 1, "service_time_s": 1})
+    with pytest.raises(ValueError, match="bert: missing cold_start_s"):
+        ModelProfile.from_dict({"name": "bert", "memory_bytes": 1, "service_time_s": 1})
+    with pytest.raises(ValueError, match="bert: memory_bytes: not a size"):
+        ModelProfile.from_dict(
+            {"name": "bert", "memory_bytes": "lots", "cold_start_s": 1, "service_time_s": 1}
+        )
+
+
+@pytest.mark.parametrize("suffix", [".json", ".csv"])
+def test_model_profile_save_then_load_round_trips(tmp_path: Path, suffix: str) -> None:
+    profiles = [
+        _resnet(copies=100, instances=2),
+        ModelProfile(
+            "bert.tar.gz",
+            memory_bytes=MiB,
+            cold_start_s=2.0,
+            service_time_s=0.01,
+            reload_s=0.5,
+            unload_s=0.25,
+            max_batch_size=8,
+            batch_item_s=0.001,
+        ),
+    ]
+    path = ModelProfile.save(profiles, tmp_path / f"profiles{suffix}")
+    assert ModelProfile.load(path) == profiles
+
+
+def test_model_profile_load_takes_a_models_object_and_hand_written_csv(tmp_path: Path) -> None:
+    as_json = tmp_path / "profile.json"
+    as_json.write_text(
+        json.dumps(
+            {"models": [{"name": "a", "memory_bytes": "2GiB", "cold_start_s": 5, "service_time_s": "15ms"}]}
+        )
+    )
+    assert ModelProfile.load(as_json)[0].memory_bytes == 2 * 1024**3
+    as_csv = tmp_path / "profile.csv"
+    as_csv.write_text("name,memory_bytes,cold_start_s,service_time_s,copies\nb,500MB,4.5,20ms,\n")
+    [profile] = ModelProfile.load(as_csv)
+    assert (profile.memory_bytes, profile.copies) == (500_000_000, 1)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("[1, 2]", "expected a list of model profile objects"),
+        ("[]", "no model profile in the file"),
+        (
+            "name,memory_bytes,cold_start_s,service_time_s\na,1,x,1\n",
+            r"line 2: a: cold_start_s: not a duration",
+        ),
+        (
+            '[{"name": "a", "memory_bytes": 1, "cold_start_s": 1, "service_time_s": 1},'
+            ' {"name": "a", "memory_bytes": 1, "cold_start_s": 1, "service_time_s": 1}]',
+            "name the model 'a'",
+        ),
+        ("{not json", "not JSON"),
+    ],
+    ids=["not-objects", "empty", "bad-csv-value", "duplicate", "broken-json"],
+)
+def test_model_profile_load_refuses_bad_files(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "profiles.txt"
+    path.write_text(content)
+    with pytest.raises(ValueError, match=message):
+        ModelProfile.load(path)
+
+
+def test_model_profile_load_refuses_a_huge_file_without_reading_it(tmp_path: Path) -> None:
+    path = tmp_path / "huge.json"
+    with path.open("wb") as sparse:
+        sparse.truncate(64 * MiB)
+    with pytest.raises(ValueError, match="a profile file is at most"):
+        ModelProfile.load(path)

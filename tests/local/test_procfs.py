@@ -1,0 +1,70 @@
+"""The stack's python-backend regions in /dev/shm: named after their PID namespace and process, and
+cleaned up after a killed process only where that process's pid means something (Linux, no server)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mme_triton.local.triton.procfs import (
+    SHM_DIR,
+    new_shm_prefix,
+    pid_namespace,
+    remove_orphaned_shm_regions,
+    stack_shm_prefix,
+)
+
+pytestmark = pytest.mark.skipif(not SHM_DIR.is_dir(), reason="needs /dev/shm (Linux)")
+
+
+def _dead_pid() -> int:
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    return int(finished.stdout)
+
+
+@pytest.fixture
+def regions() -> Iterator[list[Path]]:
+    """Region files the test writes into /dev/shm, removed again whatever happens."""
+    written: list[Path] = []
+    yield written
+    for region in written:
+        region.unlink(missing_ok=True)
+
+
+def _region(regions: list[Path], name: str) -> Path:
+    path = SHM_DIR / f"{name}{uuid.uuid4()}"
+    path.write_bytes(b"\0" * 4096)
+    regions.append(path)
+    return path
+
+
+def test_shm_prefix_names_the_pid_namespace_and_the_process() -> None:
+    namespace = os.stat("/proc/self/ns/pid").st_ino
+    assert pid_namespace() == namespace
+    assert stack_shm_prefix() == f"mme_triton_ns{namespace}_{os.getpid()}_"
+    prefix = new_shm_prefix()
+    assert prefix.startswith(stack_shm_prefix()) and prefix != new_shm_prefix()
+
+
+def test_remove_orphaned_shm_regions_leaves_other_pid_namespaces_alone(regions: list[Path]) -> None:
+    """With /dev/shm shared between PID namespaces (docker run --ipc=host), a pid that does not run here
+    may run there: only this namespace's regions of processes gone are removed."""
+    dead, live, ours = _dead_pid(), os.getppid(), pid_namespace()
+    orphan = _region(regions, f"mme_triton_ns{ours}_{dead}_0123abcd_")
+    running = _region(regions, f"mme_triton_ns{ours}_{live}_0123abcd_")
+    mine = _region(regions, f"{stack_shm_prefix()}0123abcd_")
+    other_namespace = _region(regions, f"mme_triton_ns{ours + 1}_{dead}_0123abcd_")
+    no_namespace = _region(regions, f"mme_triton_{dead}_0123abcd_")  # whose namespace cannot be told
+    unrelated = _region(regions, "mme_triton_notes_")
+
+    removed = remove_orphaned_shm_regions()
+
+    assert removed.get(dead) == 1 and live not in removed
+    assert not orphan.exists()
+    assert all(path.exists() for path in (running, mine, other_namespace, no_namespace, unrelated))
