@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from mme_triton import MMEClient, deploy_mme, upload_models
+from mme_triton.endpoint.instance_specs import INSTANCE_TYPES
 from mme_triton.local import LocalStack
 from mme_triton.local.route.budget import machine_memory_limit
 from mme_triton.local.route.extract import directory_size
@@ -142,6 +143,9 @@ def test_stack_memory_budget_follows_the_endpoints_instance_type(
     runtime = one_slot.endpoint_runtime("sized")
     assert runtime is not None
 
-    # ml.m5.large: 8 GiB, less the 1 GiB the instance keeps; at most half of this machine's memory
+    # ml.m5.large: 8 GiB, less what the instance keeps (the instance table's reserve, 1 GiB and 1/64 of
+    # it); at most half of this machine's memory
+    budget = INSTANCE_TYPES["ml.m5.large"].memory_budget_bytes
+    assert budget == 8 * GiB - GiB - 128 * 1024**2
     limit = machine_memory_limit()
-    assert runtime.memory_budget == (7 * GiB if limit is None else min(7 * GiB, limit))
+    assert runtime.memory_budget == (budget if limit is None else min(budget, limit))
