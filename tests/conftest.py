@@ -27,14 +27,20 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 _SHARED_SCOPES = frozenset({"package", "module", "class"})
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns the marks into the nodeids' @group
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``-n N --dist loadgroup``, as CI runs): tests that share a module- or
     class-scoped fixture (a stack, a Triton) form one group and run on one worker, so the fixture starts
     once; every other test is scheduled on its own. Groups go first: they are the long units of work, and
-    the single tests fill the workers' time at the end."""
+    the single tests fill the workers' time at the end.
+
+    A module whose group would hold one worker for minutes sets ``XDIST_GROUPS = n``: its tests are dealt
+    into ``n`` groups in turn, each starting the module's fixtures once on its own worker (for modules
+    whose tests do not depend on one another's order)."""
     if not config.pluginmanager.hasplugin("xdist"):
         return
     grouped: set[str] = set()
+    dealt: dict[str, int] = {}
     for item in items:
         fixture_info = getattr(item, "_fixtureinfo", None)
         if fixture_info is None:
@@ -45,7 +51,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if definitions and definitions[-1].scope in _SHARED_SCOPES
         ]
         if shared:
-            item.add_marker(pytest.mark.xdist_group(name=item.nodeid.split("::")[0]))
+            group = module = item.nodeid.split("::")[0]
+            parts = int(getattr(getattr(item, "module", None), "XDIST_GROUPS", 1))
+            if parts > 1:
+                index = dealt.get(module, 0)
+                dealt[module] = index + 1
+                group = f"{module}#{index % parts}"
+            item.add_marker(pytest.mark.xdist_group(name=group))
             grouped.add(item.nodeid)
     items.sort(key=lambda item: item.nodeid not in grouped)
 

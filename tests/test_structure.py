@@ -108,6 +108,21 @@ def test_stages_import_the_one_definition(module: str, name: str, fact: str) -> 
     assert getattr(importlib.import_module(module), name) is getattr(_sagemaker, fact)
 
 
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        ("mme_triton.endpoint.images", "TRITON_PYTHON"),
+        ("mme_triton.endpoint.images", "DEFAULT_TRITON_VERSION"),
+        ("mme_triton.endpoint.deploy", "DEFAULT_TRITON_VERSION"),
+    ],
+)
+def test_stages_import_the_one_release_table(module: str, name: str) -> None:
+    """The default release and each release's Python are defined once, where the model stage reads them."""
+    from mme_triton import _triton_releases
+
+    assert getattr(importlib.import_module(module), name) is getattr(_triton_releases, name)
+
+
 @pytest.mark.parametrize("path", SOURCES, ids=[str(p.relative_to(PACKAGE)) for p in SOURCES])
 def test_module_stays_readable(path: Path) -> None:
     relative = path.relative_to(PACKAGE).as_posix()

@@ -15,8 +15,8 @@ import io
 import logging
 import os
 import secrets
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -62,6 +62,10 @@ class Artifact:
         model_name: the packaged model (its directory name).
         members: the model directories at the archive root, sorted: the model and, for an ensemble, the
             components it names.
+        member_digests: the content digest of each member directory, computed as ``content_digest`` is
+            but over that directory's entries alone: a step's digest inside an ensemble's archive equals
+            the digest of the step packaged on its own, which tells an ensemble that embeds an older copy
+            of a model (see :func:`~mme_triton.artifact.s3.upload_models`).
     """
 
     path: Path
@@ -71,6 +75,7 @@ class Artifact:
     content_digest: str
     model_name: str
     members: tuple[str, ...]
+    member_digests: Mapping[str, str] = field(default_factory=dict, hash=False, kw_only=True)
 
 
 def check_artifact_name(name: str) -> str:
@@ -220,6 +225,7 @@ def _package(
         content_digest=written.content_digest,
         model_name=directory,
         members=members,
+        member_digests=written.member_digests,
     )
 
 
@@ -229,12 +235,14 @@ class _Written:
     size: int
     content_digest: str
     bytes_read: int
+    member_digests: dict[str, str]
 
 
 def _write_archive(
     entries: list[ModelEntry], file: BinaryIO, *, level: int, progress: Progress | None
 ) -> _Written:
     digest = ContentDigest()
+    per_member: dict[str, ContentDigest] = {}
     total = sum(entry.size for entry in entries if not entry.is_dir)
     done = 0
     if progress is not None:
@@ -245,9 +253,11 @@ def _write_archive(
         turn = 0
         for entry in entries:
             mode = entry_mode(entry)
+            member = per_member.setdefault(entry.arcname.split("/", 1)[0], ContentDigest())
             if entry.is_dir:
                 gzip.write(_tar.directory_header(entry.arcname, mode=mode))
                 digest.add_directory(entry.arcname, mode)
+                member.add_directory(entry.arcname, mode)
                 continue
             source, size = open_regular_file(Path(entry.path))
             with source:
@@ -275,6 +285,7 @@ def _write_archive(
                     )
             gzip.write(_tar.padding(size))
             digest.add_file(entry.arcname, mode, sha.hexdigest())
+            member.add_file(entry.arcname, mode, sha.hexdigest())
         gzip.write(_tar.end_of_archive(gzip.uncompressed_size))
         gzip.close()
     return _Written(
@@ -282,6 +293,7 @@ def _write_archive(
         size=gzip.compressed_size,
         content_digest=digest.hexdigest(),
         bytes_read=done,
+        member_digests={name: member.hexdigest() for name, member in per_member.items()},
     )
 
 

@@ -22,17 +22,17 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-import tempfile
-import threading
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, fields
+from collections.abc import Iterable
+from dataclasses import dataclass, field, fields
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from mme_triton._sagemaker import check_target_model, error_code, make_client, parse_s3_url
 from mme_triton._sdk import boto3_session_of
+from mme_triton.artifact._ensembles import ensemble_metadata, ensemble_objects, follow_ensembles
 from mme_triton.artifact._gzip import isal_level
+from mme_triton.artifact._transfer import BuildDir, ByteCounter, UploadProgress
 from mme_triton.artifact.package import DEFAULT_COMPRESSLEVEL, SUFFIX, Artifact, _package, check_artifact_name
 from mme_triton.errors import ArtifactConflictError, ArtifactError, ModelValidationError
 
@@ -62,9 +62,6 @@ _MiB = 1 << 20
 _SSE_VALUES = ("AES256", "aws:kms", "aws:kms:dsse")
 
 UploadStatus = Literal["uploaded", "unchanged", "replaced"]
-UploadProgress = Callable[[str, str, int, int], object]
-"""``progress(stage, name, bytes_done, bytes_total)``; stage is ``"package"`` (name: the model directory)
-or ``"upload"`` (name: the TargetModel)."""
 
 
 @dataclass(frozen=True)
@@ -75,10 +72,17 @@ class UploadedArtifact(Artifact):
         url: ``s3://bucket/prefix/<name>``.
         status: ``"uploaded"`` (new object), ``"unchanged"`` (an object with the same content digest was
             already there, nothing was sent) or ``"replaced"`` (``overwrite=True`` replaced other content).
+        stale_ensembles: ensembles under the prefix that still embed an older copy of this model.
+        supersedes: for an ensemble ``update_ensembles=True`` repackaged, the TargetModel it updates.
     """
 
     url: str
     status: UploadStatus
+    stale_ensembles: tuple[str, ...] = field(default=(), kw_only=True)
+    """Ensembles under the prefix that embed an older copy of this model and were not updated (the newest
+    artifact of each): their TargetModels keep serving the old copy."""
+    supersedes: str | None = field(default=None, kw_only=True)
+    """For an ensemble repackaged by ``update_ensembles=True``: the artifact it takes over from."""
 
 
 def upload_models(
@@ -98,6 +102,7 @@ def upload_models(
     multipart_threshold: int = 64 * _MiB,
     multipart_chunksize: int = 16 * _MiB,
     workdir: str | os.PathLike[str] | None = None,
+    update_ensembles: bool = False,
 ) -> list[UploadedArtifact]:
     """Upload models to ``<model_data_url>/<name>.tar.gz``, packaging model directories on the way.
 
@@ -120,9 +125,16 @@ def upload_models(
         max_concurrency, multipart_threshold, multipart_chunksize: boto3 managed transfer settings.
         workdir: where directories are packaged; the archives are kept there. By default a temporary
             directory is used and removed, and the returned ``path`` no longer exists.
+        update_ensembles: repackage the ensembles under the prefix that embed an older copy of an
+            uploaded model, from the ensemble's directory beside the model in its repository, and upload
+            them under versioned names (appended to the result, each with ``supersedes``). Without it
+            they are named in an ``MMETritonWarning`` and in ``stale_ensembles``: an ensemble's archive
+            holds its own copy of each step, so its TargetModel keeps serving the old one.
 
     Returns one :class:`UploadedArtifact` per model, in order; ``status`` tells uploaded, unchanged (same
-    content digest already there, skipped) or replaced.
+    content digest already there, skipped) or replaced. Then the ensembles ``update_ensembles``
+    repackaged. Finding ensembles reads the metadata of every archive under the prefix (one HeadObject
+    each).
 
     Raises:
         ModelValidationError: a model directory has errors (raised before anything is uploaded).
@@ -158,32 +170,62 @@ def upload_models(
     )
     results: list[UploadedArtifact] = []
     names: set[str] = set()
-    with _BuildDir(workdir) as build_dir:
+    repositories: dict[str, Path | None] = {}
+    upload = partial(
+        _upload_one,
+        client,
+        bucket=bucket,
+        prefix=prefix,
+        extra_args=extra_args,
+        transfer_config=transfer_config,
+        progress=progress,
+    )
+    with BuildDir(workdir) as build_dir:
         for item in loaded:
             if isinstance(item, Artifact):
                 artifact = item
             else:
                 artifact = _package_for_upload(item, build_dir, versioned=versioned, progress=progress)
+            repositories[artifact.name] = None if isinstance(item, Artifact) else item.repository
             try:
                 if artifact.name in names:
                     raise ValueError(f"two of the models would be uploaded as {artifact.name!r}")
                 names.add(artifact.name)
-                results.append(
-                    _upload_one(
-                        client,
-                        artifact,
-                        bucket,
-                        prefix,
-                        overwrite=overwrite,
-                        extra_args=extra_args,
-                        transfer_config=transfer_config,
-                        progress=progress,
-                    )
-                )
+                results.append(upload(artifact, overwrite=overwrite))
             finally:
                 if workdir is None and not isinstance(item, Artifact):
                     artifact.path.unlink(missing_ok=True)
-    return results
+
+        def republish(directory: Path) -> UploadedArtifact:
+            model = _load_inputs([directory], versioned=True)[0]
+            assert not isinstance(model, Artifact)
+            fresh = _package_for_upload(model, build_dir, versioned=True, progress=progress)
+            try:
+                return upload(fresh, overwrite=False)
+            finally:
+                if workdir is None:
+                    fresh.path.unlink(missing_ok=True)
+
+        def objects() -> list[Any]:
+            try:
+                return ensemble_objects(client, bucket, prefix, suffix=SUFFIX, workers=max_concurrency)
+            except _aws_errors() as exc:
+                if update_ensembles:
+                    raise ArtifactError(f"cannot read the artifacts under {model_data_url}: {exc}") from exc
+                # the uploads are done; a role that may write but not list the prefix still uploads
+                logger.warning(
+                    "could not look for ensembles under %s that embed the models: %s", model_data_url, exc
+                )
+                return []
+
+        return follow_ensembles(
+            results,
+            repositories,
+            objects,
+            update=update_ensembles,
+            republish=republish,
+            where=model_data_url,
+        )
 
 
 def list_models(
@@ -327,26 +369,6 @@ def _package_for_upload(
     return _package(model, build_dir, name=None, level=level, progress=report, versioned=versioned)
 
 
-class _BuildDir:
-    """``workdir`` as given (created if missing), or a temporary directory removed on exit."""
-
-    def __init__(self, workdir: str | os.PathLike[str] | None) -> None:
-        self._workdir = workdir
-        self._temporary: str | None = None
-
-    def __enter__(self) -> Path:
-        if self._workdir is not None:
-            path = Path(self._workdir)
-            path.mkdir(parents=True, exist_ok=True)
-            return path
-        self._temporary = tempfile.mkdtemp(prefix="mme-triton-artifacts-")
-        return Path(self._temporary)
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._temporary is not None:
-            shutil.rmtree(self._temporary, ignore_errors=True)
-
-
 def _encryption_args(kms_key_id: str | None, sse: str | None) -> dict[str, str]:
     if sse is not None and sse not in _SSE_VALUES:
         raise ValueError(f"sse must be one of {', '.join(_SSE_VALUES)}, not {sse!r}")
@@ -392,9 +414,9 @@ def _head(client: S3Client, bucket: str, key: str) -> dict[str, Any] | None:
 def _upload_one(
     client: S3Client,
     artifact: Artifact,
+    *,
     bucket: str,
     prefix: str,
-    *,
     overwrite: bool,
     extra_args: dict[str, str],
     transfer_config: TransferConfig,
@@ -428,10 +450,14 @@ def _upload_one(
     args: dict[str, Any] = {
         "ChecksumAlgorithm": "SHA256",
         "ContentType": "application/gzip",
-        "Metadata": {CONTENT_DIGEST_METADATA: artifact.content_digest, SHA256_METADATA: artifact.sha256},
+        "Metadata": {
+            CONTENT_DIGEST_METADATA: artifact.content_digest,
+            SHA256_METADATA: artifact.sha256,
+            **ensemble_metadata(artifact),
+        },
         **extra_args,
     }
-    callback = _ByteCounter(artifact.name, artifact.size, progress)
+    callback = ByteCounter(artifact.name, artifact.size, progress)
     logger.info("uploading %s (%d bytes) to %s", artifact.path, artifact.size, url)
     try:
         client.upload_file(
@@ -457,23 +483,3 @@ def _conflict_message(url: str, existing_digest: str | None, artifact: Artifact)
 def _uploaded(artifact: Artifact, url: str, status: UploadStatus) -> UploadedArtifact:
     inherited = {field.name: getattr(artifact, field.name) for field in fields(Artifact)}
     return UploadedArtifact(**inherited, url=url, status=status)
-
-
-class _ByteCounter:
-    """boto3's transfer Callback (called from its worker threads with byte increments) → progress."""
-
-    def __init__(self, name: str, total: int, progress: UploadProgress | None) -> None:
-        self._name = name
-        self._total = total
-        self._progress = progress
-        self._done = 0
-        self._lock = threading.Lock()
-        if progress is not None:
-            progress("upload", name, 0, total)
-
-    def __call__(self, increment: int) -> None:
-        if self._progress is None:
-            return
-        with self._lock:
-            self._done += increment
-            self._progress("upload", self._name, self._done, self._total)

@@ -27,7 +27,7 @@ def _validate(args: argparse.Namespace) -> int:
     report: dict[str, list[dict[str, Any]]] = {}
     lines: list[str] = []
     for path in args.paths:
-        problems = validate_model(path, local_stack=args.local_stack)
+        problems = validate_model(path, local_stack=args.local_stack, triton_version=args.triton_version)
         errors = [p for p in problems if p.is_error]
         warnings = [p for p in problems if not p.is_error]
         bad = bool(errors) or (args.strict and bool(warnings))
@@ -75,8 +75,16 @@ def _upload_to(args: argparse.Namespace, model_data_url: str, session: Any) -> i
         versioned=args.versioned,
         kms_key_id=args.kms_key_id,
         progress=staged_bars(args),
+        update_ensembles=args.update_ensembles,
     )
-    emit(args, "\n".join(f"{a.url}  {a.status}" for a in uploaded), uploaded)
+    lines = []
+    for a in uploaded:
+        lines.append(f"{a.url}  {a.status}" + (f"  (new version of {a.supersedes})" if a.supersedes else ""))
+        lines.extend(
+            f"  {name} embeds an older copy of {a.model_name} (--update-ensembles repackages it)"
+            for name in a.stale_ensembles
+        )
+    emit(args, "\n".join(lines), uploaded)
     return 0
 
 
@@ -138,6 +146,12 @@ def _upload_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overwrite", action="store_true", help="replace artifacts whose content differs")
     parser.add_argument("--versioned", action="store_true", help="content-hash suffixed names (safe updates)")
     parser.add_argument("--kms-key-id", help="SSE-KMS key for the uploaded objects")
+    parser.add_argument(
+        "--update-ensembles",
+        action="store_true",
+        help="repackage and upload, as new versions, the ensembles under the prefix that embed an older "
+        "copy of an uploaded model",
+    )
 
 
 def register(sub: SubParsers) -> None:
@@ -158,6 +172,11 @@ def register(sub: SubParsers) -> None:
         "--local-stack",
         action="store_true",
         help="also warn about backends the embedded stack cannot run (TensorFlow, TensorRT, ...)",
+    )
+    p.add_argument(
+        "--triton-version",
+        metavar="YY.MM",
+        help="the SageMaker Triton release to check python environments against (default 24.09)",
     )
 
     p = add_command(

@@ -205,9 +205,13 @@ def _example_inputs(specs: list[str]) -> tuple[Any, ...]:
 
 
 def _export(args: argparse.Namespace) -> int:
-    common: dict[str, Any] = {"overwrite": args.overwrite}
+    common: dict[str, Any] = {"overwrite": args.overwrite, "keep_tuning": not args.fresh}
     if args.max_batch_size is not None:
         common["max_batch_size"] = args.max_batch_size
+    names: dict[str, Any] = {
+        "input_names": args.input_name or None,
+        "output_names": args.output_name or None,
+    }
     if args.kind == "transformers":
         from mme_triton.export.transformers import export_transformers
 
@@ -216,13 +220,9 @@ def _export(args: argparse.Namespace) -> int:
             common["sequence_length"] = args.sequence_length
         if args.opset is not None:
             common["opset_version"] = args.opset
-        directory = export_transformers(model, args.model_dir, tokenizer=tokenizer, **common)
+        directory = export_transformers(model, args.model_dir, tokenizer=tokenizer, **names, **common)
     else:
         module = load_object(args.source)
-        names: dict[str, Any] = {
-            "input_names": args.input_name or None,
-            "output_names": args.output_name or None,
-        }
         if args.kind == "torchscript":
             from mme_triton.export.torchscript import export_torchscript
 
@@ -250,9 +250,13 @@ def _transformers_source(source: str, tokenizer_dir: str | None) -> tuple[Any, A
     """A Hugging Face model (and tokenizer) from a saved directory, or ``MODULE:ATTRIBUTE``."""
     path = Path(source)
     if path.is_dir():
-        from transformers import AutoModel, AutoTokenizer
+        import transformers
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-        model = AutoModel.from_pretrained(path)
+        # the class the model was saved as (a task head: BertForSequenceClassification ...), else AutoModel
+        architectures = getattr(AutoConfig.from_pretrained(path), "architectures", None) or []
+        found = getattr(transformers, architectures[0], None) if architectures else None
+        model = (found or AutoModel).from_pretrained(path)
         tokenizer_path = Path(tokenizer_dir) if tokenizer_dir else path
         has_tokenizer = any(
             (tokenizer_path / f).exists() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt")
@@ -342,7 +346,7 @@ def register(sub: SubParsers) -> None:
         ),
         (
             "transformers",
-            "a Hugging Face encoder to model.onnx with its tokenizer (export_transformers)",
+            "a Hugging Face encoder or task head to model.onnx with its tokenizer (export_transformers)",
             "mme-triton export transformers ./bert-saved repo/bert --max-batch-size 8 --sequence-length 128",
         ),
     ):
@@ -358,9 +362,23 @@ def register(sub: SubParsers) -> None:
             "--max-batch-size", type=int, default=None, help="largest batch (0: no batch dimension)"
         )
         p.add_argument("--overwrite", action="store_true", help="replace an existing MODEL_DIR")
+        p.add_argument(
+            "--fresh",
+            action="store_true",
+            help="with --overwrite, write the config from the new graph alone (default: keep its tuning)",
+        )
         if kind == "transformers":
             p.add_argument("--tokenizer", help="the tokenizer's directory (default: SOURCE, when it has one)")
             p.add_argument("--sequence-length", type=int, default=None, help="a fixed sequence length")
+            p.add_argument(
+                "--input-name", action="append", default=[], help="an encoder input to export (once each)"
+            )
+            p.add_argument(
+                "--output-name",
+                action="append",
+                default=[],
+                help="an output of the model to export, by the name it returns it under (once per output)",
+            )
         else:
             p.add_argument(
                 "--example-input",

@@ -27,6 +27,7 @@ from mme_triton.endpoint.autoscaling import AutoScaling
 from mme_triton.endpoint.environment import TritonEnvironment
 from mme_triton.endpoint.handle import DeployProgress, Endpoint, check_wait, wait_for_endpoint
 from mme_triton.endpoint.images import DEFAULT_TRITON_VERSION
+from mme_triton.errors import ModelValidationError
 
 if TYPE_CHECKING:
     import boto3
@@ -121,6 +122,8 @@ def deploy_mme(
 
     Raises:
         ValueError, TypeError: invalid arguments (nothing is created).
+        ModelValidationError: a model has errors, or a python model's ``EXECUTION_ENV_PATH``
+            environment is not of the Python the image's python backend runs (nothing is uploaded).
         ArtifactError: uploading ``models`` failed (nothing is created on SageMaker).
         EndpointFailedError: the endpoint went to ``Failed``, or SageMaker rolled back the update;
             ``failure_reason`` says why.
@@ -180,6 +183,7 @@ def deploy_mme(
     plan = resolved.plan
 
     if resolved.model_items:
+        _check_environments(resolved.model_items, resolved.triton_version)
         if progress is not None:
             progress("upload", f"{len(resolved.model_items)} model(s) to {plan.model_data_url}")
         upload_models(
@@ -219,6 +223,29 @@ def deploy_mme(
         _session=boto3_session,
         _boto_config=boto_config,
     )
+
+
+def _check_environments(items: Iterable[object], triton_version: str | None) -> None:
+    """Refuse, before any upload, a python model whose ``EXECUTION_ENV_PATH`` environment is not of the
+    Python the image's python backend runs (only known for SageMaker's own Triton images).
+
+    Raises:
+        ModelValidationError: such a model (``python-env-python-mismatch``).
+    """
+    from mme_triton.model.repository import load_model
+    from mme_triton.model.validate import environment_problems, python_of_release
+
+    if triton_version is None:
+        return
+    try:
+        release = python_of_release(triton_version)
+    except ValueError:
+        return
+    for item in items:
+        if isinstance(item, (str, os.PathLike)):
+            problems = environment_problems(load_model(item).members, release)
+            if problems:
+                raise ModelValidationError(str(item), problems)
 
 
 def _interrupted(ledger: Ledger, exc: BaseException) -> None:

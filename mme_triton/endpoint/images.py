@@ -18,25 +18,29 @@ ml.g4dn/ml.g5/ml.p3; 25.04 (CUDA 12.9) does not (a 25.04 MME on the default AMI 
 mode is UNAVAILABLE", aws/deep-learning-containers#4990) and needs a CUDA 12 driver (R525 or newer;
 SageMaker's nearest is 535); 25.09 and later are built on CUDA 13 and need driver 580, and from 25.08 on
 compute capability 7.5 (no V100, so no ml.p3).
+
+Which Python each release's python backend runs (:data:`TRITON_PYTHON`, what an ``EXECUTION_ENV_PATH``
+environment must match) and the default release (:data:`DEFAULT_TRITON_VERSION`) are defined in
+:mod:`mme_triton._triton_releases`, where the model stage reads them too, and exported here.
 """
 
 from __future__ import annotations
 
 import re
 
+from mme_triton._triton_releases import DEFAULT_TRITON_VERSION, TRITON_PYTHON
+
 __all__ = [
     "DEFAULT_TRITON_VERSION",
     "TRITON_MIN_COMPUTE_CAPABILITY",
     "TRITON_MIN_DRIVER",
+    "TRITON_PYTHON",
     "TRITON_VERSIONS",
     "is_gpu_instance_type",
     "triton_image_uri",
     "triton_version_of",
 ]
 
-#: The default Triton release: the one closest to the Triton the embedded stack runs (2.51 = 24.10),
-#: so that what is tried locally behaves like what is deployed.
-DEFAULT_TRITON_VERSION = "24.09"
 
 _REPOSITORY = "sagemaker-tritonserver"
 

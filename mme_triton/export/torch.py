@@ -32,6 +32,7 @@ def export_pytorch(
     opset_version: int | None = None,
     version: int = 1,
     overwrite: bool = False,
+    keep_tuning: bool = True,
     atol: float = 1e-4,
     rtol: float = 1e-3,
     **export_kwargs: Any,
@@ -59,6 +60,8 @@ def export_pytorch(
         opset_version: the ONNX opset (default :data:`~mme_triton.export._common.DEFAULT_OPSET`, 17).
         version: the version directory to write.
         overwrite: replace an existing ``model_dir``; otherwise an existing one is an error.
+        keep_tuning: with ``overwrite``, carry the existing config's tuning over to the new one where it
+            still fits (see :func:`~mme_triton.export._tuning.keep_tuning`); ``False`` starts fresh.
         atol / rtol: the tolerance of the ONNX Runtime check (``numpy.allclose``).
         export_kwargs: passed on to ``torch.onnx.export`` (e.g. ``dynamo=True``).
 
@@ -77,6 +80,7 @@ def export_pytorch(
         ExportError: ONNX Runtime's results differ from the module's beyond the tolerance.
         ModelValidationError: the exported model does not validate (nothing is left behind).
         ValueError: bad arguments.
+        TypeError: a module output is not a tensor (a dict, a nested tuple, ``None``): it has no name.
 
     Example::
 
@@ -95,6 +99,7 @@ def export_pytorch(
         run_onnx,
         staged_model_dir,
     )
+    from mme_triton.export._tuning import keep_tuning as carry_tuning
     from mme_triton.model.config import format_config
     from mme_triton.model.onnx_check import read_graph_signature
 
@@ -109,6 +114,17 @@ def export_pytorch(
     with torch.no_grad():
         produced = module(*args)
     produced = produced if isinstance(produced, (tuple, list)) else (produced,)
+    for index, item in enumerate(produced):
+        if not isinstance(item, torch.Tensor):
+            hint = (
+                "; for a transformers model use export_transformers, which names its outputs"
+                if isinstance(item, dict) or hasattr(item, "to_tuple")
+                else ""
+            )
+            raise TypeError(
+                f"module output {index} is {type(item).__name__}, not a tensor: an ONNX output cannot be "
+                f"named for it (return a tensor or a flat tuple of tensors){hint}"
+            )
     outputs = list(output_names) if output_names is not None else [f"OUTPUT{i}" for i in range(len(produced))]
     if len(outputs) != len(produced):
         raise ValueError(f"{len(outputs)} output names for {len(produced)} module outputs")
@@ -168,6 +184,13 @@ def export_pytorch(
             dynamic_batching=dynamic_batching,
             instance_count=instance_count,
         )
+        if overwrite and keep_tuning:
+            carry_tuning(
+                target,
+                config,
+                staged,
+                chosen={"dynamic_batching": not dynamic_batching, "instance_count": instance_count != 1},
+            )
         (staged / "config.pbtxt").write_text(format_config(config), encoding="utf-8")
     logger.info("exported %s to %s", type(module).__name__, target)
     return target

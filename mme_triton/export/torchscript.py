@@ -27,6 +27,7 @@ def export_torchscript(
     input_names: Sequence[str] | None = None,
     output_names: Sequence[str] | None = None,
     overwrite: bool = False,
+    keep_tuning: bool = True,
     dynamic_batching: bool = True,
     instance_count: int = 1,
     version: int = 1,
@@ -52,6 +53,8 @@ def export_torchscript(
             should be the forward arguments' names, or ``<name>__<index>``; otherwise Triton's PyTorch
             backend feeds the inputs in the config's order.
         overwrite: replace an existing ``model_dir``.
+        keep_tuning: with ``overwrite``, carry the existing config's tuning over to the new one where it
+            still fits (see :func:`~mme_triton.export._tuning.keep_tuning`); ``False`` starts fresh.
         dynamic_batching: with ``max_batch_size > 0``, let Triton batch concurrent requests.
         instance_count: model instances Triton creates.
         version: the version directory to write.
@@ -91,6 +94,7 @@ def export_torchscript(
         staged_model_dir,
         torch_elem_type,
     )
+    from mme_triton.export._tuning import keep_tuning as carry_tuning
     from mme_triton.model.config import format_config
     from mme_triton.model.onnx_check import GraphTensor
 
@@ -186,6 +190,13 @@ def export_torchscript(
             dynamic_batching=dynamic_batching,
             instance_count=instance_count,
         )
+        if overwrite and keep_tuning:
+            carry_tuning(
+                target,
+                config,
+                staged,
+                chosen={"dynamic_batching": not dynamic_batching, "instance_count": instance_count != 1},
+            )
         (staged / "config.pbtxt").write_text(format_config(config), encoding="utf-8")
     logger.info("exported %s as TorchScript to %s", type(module).__name__, target)
     return target

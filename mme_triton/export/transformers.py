@@ -1,4 +1,7 @@
-"""Export a Hugging Face ``transformers`` encoder (BERT, RoBERTa, DistilBERT, ...) to a Triton ONNX model.
+"""Export a Hugging Face ``transformers`` encoder (BERT, RoBERTa, DistilBERT, ...) to a Triton ONNX model,
+bare (``AutoModel``) or with a task head (``AutoModelForSequenceClassification``,
+``...ForTokenClassification``, ``...ForQuestionAnswering``, ``...ForMaskedLM``): its outputs keep the
+names the model returns them under.
 
 The route is ``torch.onnx.export`` on the model itself (``transformers`` 5 has no ``transformers.onnx``,
 and ``optimum-onnx`` pins an older ``transformers``). ``transformers`` is never imported here: the model
@@ -14,17 +17,16 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+from mme_triton.export._outputs import ENCODER_INPUTS, chosen_inputs, named_outputs, output_axes, pick
 
 __all__ = ["ENCODER_INPUTS", "TOKENIZER_DIR", "export_transformers"]
 
 logger = logging.getLogger(__name__)
 
-#: The inputs an encoder's forward may take, in the order they are exported (all INT64).
-ENCODER_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-_OUTPUTS = ("last_hidden_state", "pooler_output")
 _DEFAULT_SEQUENCE = 8
 
 #: Where the tokenizer goes by default: a directory of the model directory, beside its version
@@ -41,23 +43,35 @@ def export_transformers(
     sequence_length: int | None = None,
     opset_version: int | None = None,
     overwrite: bool = False,
+    keep_tuning: bool = True,
     dynamic_batching: bool = True,
     instance_count: int = 1,
     version: int = 1,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
     tokenizer_dir: str | os.PathLike[str] | None = None,
     atol: float = 1e-4,
     rtol: float = 1e-3,
     **export_kwargs: Any,
 ) -> Path:
-    """Export an encoder model to ``<model_dir>/<version>/model.onnx`` with a complete config.pbtxt.
+    """Export an encoder, bare or with a task head, to ``<model_dir>/<version>/model.onnx`` with a complete
+    config.pbtxt.
 
     Inputs are the ones the model's forward takes among ``input_ids``, ``attention_mask`` and
     ``token_type_ids``, all ``TYPE_INT64`` with a variable batch dimension (with ``max_batch_size > 0``)
     and a variable sequence dimension, or ``sequence_length`` fixed. ``token_type_ids`` is exported
     only when it is used: the tokenizer produces it (``tokenizer.model_input_names``), or, without a
-    tokenizer, the model has more than one token type (RoBERTa has one, so it gets none). Outputs are
-    ``last_hidden_state`` ``[batch, sequence, hidden]`` and ``pooler_output`` ``[batch, hidden]`` when
-    the model has a pooler.
+    tokenizer, the model has more than one token type (RoBERTa has one, so it gets none).
+
+    Outputs are the tensors the model returns, under the names it returns them: ``last_hidden_state``
+    ``[batch, sequence, hidden]`` and ``pooler_output`` ``[batch, hidden]`` for a bare encoder,
+    ``logits`` ``[batch, num_labels]`` for sequence classification, ``logits`` ``[batch, sequence,
+    num_labels]`` for token classification, ``start_logits`` and ``end_logits`` ``[batch, sequence]``
+    for question answering, ``logits`` ``[batch, sequence, vocab_size]`` for masked LM. Which dims are
+    variable is measured, not assumed: the model runs at two batch sizes and two sequence lengths, and a
+    dim that follows the sequence length is the sequence axis. An output that is not one tensor (the
+    tuple of ``hidden_states`` or ``attentions`` a config asks for) cannot be named and is an error, as
+    is a model that returns a plain tuple without ``output_names``.
 
     The export is checked: the ONNX graph runs in ONNX Runtime on inputs of another batch size and
     sequence length (with padding in ``attention_mask``) and is compared with the PyTorch model; the
@@ -75,8 +89,9 @@ def export_transformers(
     (replaced only once the new one is saved).
 
     Parameters:
-        model: a ``transformers`` encoder as ``AutoModel`` gives it (``BertModel``, ``RobertaModel``,
-            ``DistilBertModel`` ...); put in eval mode.
+        model: a ``transformers`` encoder as ``AutoModel`` or an ``AutoModelFor...`` class gives it
+            (``BertModel``, ``BertForSequenceClassification``, ``RobertaForQuestionAnswering`` ...); put
+            in eval mode.
         model_dir: the model directory to create; its name is the model's name.
         tokenizer: the model's tokenizer (optional); decides ``token_type_ids`` and is saved.
         max_batch_size: the largest batch Triton sends (0: no batch dimension, inputs ``[sequence]``).
@@ -84,9 +99,16 @@ def export_transformers(
         opset_version: the ONNX opset (default :data:`~mme_triton.export._common.DEFAULT_OPSET`, 17,
             as for ``export_pytorch``).
         overwrite: replace an existing model directory (and ``tokenizer_dir``).
+        keep_tuning: with ``overwrite``, carry the existing config's tuning over to the new one where it
+            still fits (see :func:`~mme_triton.export._tuning.keep_tuning`); ``False`` starts fresh.
         dynamic_batching: with ``max_batch_size > 0``, let Triton batch concurrent requests.
         instance_count: model instances Triton creates.
         version: the version directory to write.
+        input_names: which of the encoder inputs the forward takes to export, and in which order (e.g.
+            ``["input_ids", "attention_mask"]`` to leave ``token_type_ids`` out); ``input_ids`` is needed.
+        output_names: which of the model's outputs to export, by the names it returns them under, and
+            in which order (e.g. ``["logits"]``, or ``["last_hidden_state"]`` without the pooler); for a
+            model that returns a plain tuple, the names of its tensors in order.
         tokenizer_dir: save the tokenizer there instead of ``<model_dir>/tokenizer/``.
         atol / rtol: the tolerance of the ONNX Runtime check.
         export_kwargs: passed on to ``torch.onnx.export`` (``dynamo=True`` selects the newer exporter).
@@ -95,9 +117,10 @@ def export_transformers(
     :func:`~mme_triton.export.export_torchscript`. What differs has a reason: the first argument is a
     ``model`` (a ``transformers`` model, that library's word) where theirs is a ``module`` (a
     ``torch.nn.Module``, torch's); ``max_batch_size`` defaults to 8, not 0, because tokenized text always
-    comes with a batch dimension, where an arbitrary module's example inputs need not; the tensors'
-    names and shapes are the encoder's (no ``input_names``, ``output_names`` or ``dynamic_axes``), and
-    ``sequence_length``, ``tokenizer`` and ``tokenizer_dir`` are a text model's.
+    comes with a batch dimension, where an arbitrary module's example inputs need not;
+    ``input_names``/``output_names`` choose among the tensors the model names itself instead of naming
+    them (a module's tensors have no names of their own), and there is no ``dynamic_axes`` (the axes are
+    measured); ``sequence_length``, ``tokenizer`` and ``tokenizer_dir`` are a text model's.
 
     Returns:
         ``model_dir``.
@@ -106,15 +129,17 @@ def export_transformers(
         ExportError: ONNX Runtime's results differ from the PyTorch model's beyond the tolerance.
         FileExistsError: the model or tokenizer directory exists and ``overwrite`` is false.
         ModelValidationError: the model directory does not validate (nothing is left behind).
-        ValueError: the model takes no ``input_ids``, a size is out of range, or the tokenizer has more
-            tokens than the model's vocabulary.
+        ValueError: the model takes no ``input_ids``, returns an output that is not one tensor, names
+            in ``input_names``/``output_names`` it does not have, a size is out of range, or the tokenizer
+            has more tokens than the model's vocabulary.
 
     Example::
 
-        from transformers import BertConfig, BertModel
-        bert = BertModel(BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                    intermediate_size=37, vocab_size=100))
-        export_transformers(bert, "repo/bert", max_batch_size=8)  # PosixPath('repo/bert')
+        from transformers import BertConfig, BertForSequenceClassification
+        classifier = BertForSequenceClassification(BertConfig(
+            hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+            vocab_size=100, num_labels=3))
+        export_transformers(classifier, "repo/classifier")  # output "logits", dims [3]
     """
     import torch
 
@@ -128,6 +153,7 @@ def export_transformers(
         run_onnx,
         staged_model_dir,
     )
+    from mme_triton.export._tuning import keep_tuning as carry_tuning
     from mme_triton.model.config import format_config
     from mme_triton.model.onnx_check import read_graph_signature
 
@@ -150,7 +176,7 @@ def export_transformers(
             f"the tokenizer has {len(tokenizer)} tokens but the model's vocabulary has {vocab_size}: ids "
             "beyond it would fail in the embedding lookup"
         )
-    names = _input_names(model, tokenizer)
+    names = chosen_inputs(_input_names(model, tokenizer), input_names, type(model).__name__)
     limit = int(getattr(config, "max_position_embeddings", 0) or 0)
     if sequence_length is not None and limit and sequence_length > limit:
         raise ValueError(f"sequence_length {sequence_length} exceeds the model's {limit} positions")
@@ -161,21 +187,25 @@ def export_transformers(
     check_batch = 3 if max_batch_size > 0 else export_batch
     export_feeds = _dummy_inputs(names, export_batch, export_length, vocab_size, seed=0)
     check_feeds = _dummy_inputs(names, check_batch, check_length, vocab_size, seed=1)
-    wrapper = _encoder(model, names)
-    with torch.no_grad():
-        first = wrapper(*export_feeds)
-    outputs = list(_OUTPUTS[: len(first)])
 
     def unbatched(feeds: tuple[Any, ...]) -> tuple[Any, ...]:
         return tuple(t[0] for t in feeds) if max_batch_size == 0 else feeds
 
+    wrapper = _encoder(model, names)
+    with torch.no_grad():
+        outputs = wrapper.choose_outputs(export_feeds, output_names)
+        first = wrapper(*unbatched(export_feeds))
+        wanted = wrapper(*unbatched(check_feeds))
+
     axes: dict[str, dict[int, str]] = {}
-    if max_batch_size > 0 or sequence_length is None:
-        offset = 1 if max_batch_size > 0 else 0
-        for name in (*names, *outputs):
-            axes[name] = {0: "batch"} if max_batch_size > 0 else {}
-            if sequence_length is None and name != "pooler_output":
-                axes[name][offset] = "sequence"
+    for name in names:
+        axes[name] = {0: "batch"} if max_batch_size > 0 else {}
+        if sequence_length is None:
+            axes[name][1 if max_batch_size > 0 else 0] = "sequence"
+    for name, early, late in zip(outputs, first, wanted, strict=True):
+        axes[name] = output_axes(
+            name, early, late, batched=max_batch_size > 0, rows=(export_batch, check_batch)
+        )
     export_args: dict[str, Any] = {
         "dynamo": False,
         **export_kwargs,
@@ -198,8 +228,6 @@ def export_transformers(
                 **export_args,
             )
         wrapper.eval()
-        with torch.no_grad():
-            wanted = wrapper(*check_feeds)
         got = run_onnx(
             onnx_path,
             {name: t.numpy() for name, t in zip(names, unbatched(check_feeds), strict=True)},
@@ -209,7 +237,7 @@ def export_transformers(
             f"ONNX export of {type(model).__name__}",
             outputs,
             got,
-            [t.numpy() for t in unbatched(tuple(wanted))],
+            [t.numpy() for t in wanted],
             atol=atol,
             rtol=rtol,
             model_dir=target,
@@ -224,6 +252,13 @@ def export_transformers(
             dynamic_batching=dynamic_batching,
             instance_count=instance_count,
         )
+        if overwrite and keep_tuning:
+            carry_tuning(
+                target,
+                triton_config,
+                staged,
+                chosen={"dynamic_batching": not dynamic_batching, "instance_count": instance_count != 1},
+            )
         (staged / "config.pbtxt").write_text(format_config(triton_config), encoding="utf-8")
         if tokenizer is not None:
             saved = staged / TOKENIZER_DIR if staged_tokenizer is None else staged_tokenizer
@@ -323,33 +358,36 @@ def _encoder_class() -> Any:
     import torch
 
     class Encoder(torch.nn.Module):  # type: ignore[misc]
-        """The model with positional tensor inputs and a tuple of tensor outputs, for tracing."""
+        """The model with positional tensor inputs and a tuple of named tensor outputs, for tracing."""
 
         def __init__(self, model: Any, names: list[str]) -> None:
             super().__init__()
             self.model = model
             self.names = names
+            self.outputs: list[str] | None = None  # names of the model's outputs, set by choose_outputs
             parameters = inspect.signature(model.forward).parameters
             self.extra = {"use_cache": False} if "use_cache" in parameters else {}
 
-        def forward(self, *tensors: Any) -> tuple[Any, ...]:
+        def run(self, tensors: tuple[Any, ...]) -> Any:
             if len(tensors) == len(self.names) and tensors[0].dim() == 1:
                 # max_batch_size 0: the graph takes [sequence]; the model wants a batch of one
-                batched = [t.unsqueeze(0) for t in tensors]
-                result = self.model(
-                    **dict(zip(self.names, batched, strict=True)), return_dict=True, **self.extra
-                )
-                return tuple(t[0] for t in _pick(result))
-            result = self.model(**dict(zip(self.names, tensors, strict=True)), return_dict=True, **self.extra)
-            return _pick(result)
+                tensors = tuple(t.unsqueeze(0) for t in tensors)
+            return self.model(**dict(zip(self.names, tensors, strict=True)), return_dict=True, **self.extra)
+
+        def choose_outputs(self, tensors: tuple[Any, ...], chosen: Sequence[str] | None) -> list[str]:
+            """Name the model's outputs (what it returns, or ``chosen`` among it) and keep them."""
+            self.outputs = named_outputs(self.run(tensors), chosen, type(self.model).__name__)
+            return list(self.outputs)
+
+        def forward(self, *tensors: Any) -> tuple[Any, ...]:
+            assert self.outputs is not None, "choose_outputs first"
+            result = self.run(tensors)
+            picked = pick(result, self.outputs)
+            if len(tensors) == len(self.names) and tensors[0].dim() == 1:
+                return tuple(t[0] for t in picked)
+            return picked
 
     return Encoder
-
-
-def _pick(result: Any) -> tuple[Any, ...]:
-    hidden = result["last_hidden_state"] if "last_hidden_state" in result else result[0]
-    pooled = result.get("pooler_output") if hasattr(result, "get") else None
-    return (hidden,) if pooled is None else (hidden, pooled)
 
 
 def _encoder(model: Any, names: list[str]) -> Any:

@@ -112,7 +112,10 @@ def local_up(args: argparse.Namespace, *, stop: threading.Event | None = None) -
     previous: dict[signal.Signals, Any] = {}
     if in_main_thread:
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-        signal.signal(signal.SIGTERM, lambda *_: event.set())
+        # Ctrl-C and SIGTERM only set the event: a KeyboardInterrupt could land in a finalizer that the
+        # main thread happens to run, where Python reports and drops it, and the stack would not stop.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: event.set())
     try:
         with stack:
             model_data_url = stack.model_data_url(bucket=args.bucket)

@@ -15,7 +15,6 @@ from mme_triton.model._layout import (
     Layout,
     check_model_files,
     check_python_class,
-    check_python_env,
     onnx_file,
     versions_to_load,
 )
@@ -78,7 +77,9 @@ def check_model(
     if backend == "python":
         problems.extend(check_python_class(layout, config, loaded))
     if backend == "python" and config is not None:
-        problems.extend(check_python_env(layout, config))
+        from mme_triton.model._python_env import check_python_env
+
+        problems.extend(check_python_env(layout.path, config))
     if config is not None:
         problems.extend(
             check_config(

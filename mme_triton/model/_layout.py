@@ -1,7 +1,8 @@
 """A model directory's layout as Triton reads it: which versions load, and the files each must hold.
 
 The rules follow Triton core's ``model_lifecycle.cc`` (``version_policy``) and the backends' own defaults
-for the model file each loads from a version directory.
+for the model file each loads from a version directory. A python model's ``EXECUTION_ENV_PATH`` is checked
+in :mod:`~mme_triton.model._python_env`, its BLS calls in :mod:`~mme_triton.model._bls`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ __all__ = [
     "Layout",
     "check_model_files",
     "check_python_class",
-    "check_python_env",
     "model_filename",
     "onnx_file",
     "versions_to_load",
@@ -197,25 +197,3 @@ def _syntax_error(source: bytes, filename: str) -> tuple[str, int | None, int | 
     except ValueError as exc:  # NUL bytes
         return f"{filename} does not compile ({exc}); the python backend refuses the model", None, None
     return None
-
-
-def check_python_env(layout: Layout, config: ModelConfig) -> list[Problem]:
-    parameter = config.parameters.get("EXECUTION_ENV_PATH")
-    if parameter is None:
-        return []
-    value: str = parameter.string_value
-    prefix = "$$TRITON_MODEL_DIRECTORY"
-    if not value.startswith(prefix):
-        return []
-    relative = value[len(prefix) :].lstrip("/")
-    if path_kind(layout.path / relative) == "file":
-        return []
-    return [
-        Problem(
-            "error",
-            codes.PYTHON_ENV_MISSING,
-            f"EXECUTION_ENV_PATH is {value!r} but {relative!r} is not in the model directory; add the "
-            "conda-pack archive or remove the parameter",
-            layout.config_file,
-        )
-    ]

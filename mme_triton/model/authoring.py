@@ -88,7 +88,8 @@ def configure_model(
     Parameters:
         model_dir: the model directory (``model_repository/bert``), which has a config.pbtxt.
         preset: a name from :data:`mme_triton.model.presets.PRESETS` (``onnx-gpu-throughput``,
-            ``onnx-gpu-latency``, ``onnx-cpu``, ``onnx-tensorrt-fp16``, ``torchscript-gpu``).
+            ``onnx-gpu-latency``, ``onnx-cpu``, ``onnx-tensorrt-fp16``, ``torchscript-gpu``,
+            ``torchscript-cpu``).
         options: see :class:`ConfigOptions` and docs/model-prep.md.
 
     Returns:

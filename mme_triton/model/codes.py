@@ -51,6 +51,13 @@ MODEL_FILE_MISSING: Final = "model-file-missing"
 PYTHON_MODEL_CLASS_MISSING: Final = "python-model-class-missing"
 PYTHON_SYNTAX_ERROR: Final = "python-syntax-error"
 PYTHON_ENV_MISSING: Final = "python-env-missing"
+PYTHON_ENV_OUTSIDE_MODEL: Final = "python-env-outside-model"
+PYTHON_ENV_INVALID: Final = "python-env-invalid"
+PYTHON_ENV_LARGE: Final = "python-env-large"
+PYTHON_ENV_PYTHON_MISMATCH: Final = "python-env-python-mismatch"
+BLS_TARGET_NOT_LOADED: Final = "bls-target-not-loaded"
+BLS_TARGET_TARGET_MODEL: Final = "bls-target-target-model"
+BLS_TARGET_UNKNOWN: Final = "bls-target-unknown"
 
 # --- config semantics ------------------------------------------------------------------------------
 MAX_BATCH_SIZE_INVALID: Final = "max-batch-size-invalid"
@@ -120,7 +127,26 @@ CODES: Final[dict[str, CodeInfo]] = {
     ),
     PYTHON_MODEL_CLASS_MISSING: CodeInfo("error", "model.py does not define class TritonPythonModel"),
     PYTHON_SYNTAX_ERROR: CodeInfo("error", "model.py does not compile (a SyntaxError at a file and line)"),
-    PYTHON_ENV_MISSING: CodeInfo("error", "EXECUTION_ENV_PATH points at a file not in the model"),
+    PYTHON_ENV_MISSING: CodeInfo(
+        "error", "EXECUTION_ENV_PATH points at nothing in the model (a wrong name, a relative path, '..')"
+    ),
+    PYTHON_ENV_OUTSIDE_MODEL: CodeInfo(
+        "warning", "EXECUTION_ENV_PATH is an absolute path: the image must have it, the archive does not"
+    ),
+    PYTHON_ENV_INVALID: CodeInfo(
+        "error", "the environment is no gzip/tar archive, has no bin/activate, or a member leaves it"
+    ),
+    PYTHON_ENV_LARGE: CodeInfo("warning", "the environment archive is unpacked again on every cold load"),
+    PYTHON_ENV_PYTHON_MISMATCH: CodeInfo(
+        "error", "the environment's Python is not the one the image's python backend stub runs"
+    ),
+    BLS_TARGET_NOT_LOADED: CodeInfo(
+        "error", "model.py calls a model through BLS that the archive does not load"
+    ),
+    BLS_TARGET_TARGET_MODEL: CodeInfo(
+        "warning", "model.py calls a TargetModel through BLS: there only while SageMaker has it loaded"
+    ),
+    BLS_TARGET_UNKNOWN: CodeInfo("warning", "model.py calls a model named at run time through BLS"),
     MAX_BATCH_SIZE_INVALID: CodeInfo("error", "max_batch_size is negative"),
     TENSOR_NAME_MISSING: CodeInfo("error", "an input or output has no name"),
     TENSOR_NAME_DUPLICATE: CodeInfo("error", "two inputs or two outputs share a name"),

@@ -92,6 +92,20 @@ _PRESETS = (
             }
         ),
     ),
+    Preset(
+        "torchscript-cpu",
+        "one CPU instance, a 100 µs batching window, inference mode on, optimized execution off (no slow "
+        "first calls after every load)",
+        frozenset({"pytorch"}),
+        MappingProxyType(
+            {
+                "instance_group": InstanceGroup(count=1, kind="KIND_CPU"),
+                "dynamic_batching": DynamicBatching(max_queue_delay_microseconds=100),
+                "inference_mode": True,
+                "disable_optimized_execution": True,
+            }
+        ),
+    ),
 )
 
 #: Every preset by name.

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mme_triton.model import _checks, codes
+from mme_triton.model._bls import check_archive_bls
 from mme_triton.model._ensemble import check_archive_ensemble, check_ensemble
 from mme_triton.model._files import path_kind
 from mme_triton.model._pb import ModelConfig
@@ -319,6 +320,14 @@ class _Loader:
         unique_members = sorted(set(members), key=lambda p: _sort_key(p.name))
         if not is_component and backend == "ensemble" and len(unique_members) > 1:
             problems.extend(check_archive_ensemble(model_path, unique_members))
+        if not is_component:
+            described = [(model_path, config, backend, versions)] + [
+                (found.path, found.config, found.backend, found.versions)
+                for member in unique_members
+                if member != model_path and (found := self._done.get(member)) is not None
+            ]
+            ensemble = model_path.name if backend == "ensemble" else None
+            problems.extend(check_archive_bls(described, ensemble=ensemble))
         return TritonModel(
             name=model_path.name,
             path=model_path,

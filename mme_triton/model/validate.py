@@ -8,10 +8,12 @@ from pathlib import Path
 from mme_triton.model.problems import Problem
 from mme_triton.model.repository import JUNK_NAMES, load_model
 
-__all__ = ["validate_model", "validate_repository"]
+__all__ = ["environment_problems", "python_of_release", "validate_model", "validate_repository"]
 
 
-def validate_model(path: str | os.PathLike[str], *, local_stack: bool = False) -> list[Problem]:
+def validate_model(
+    path: str | os.PathLike[str], *, local_stack: bool = False, triton_version: str | None = None
+) -> list[Problem]:
     """Validate one Triton model directory and return every problem found (errors and warnings).
 
     Ensemble steps are looked up beside the model, in the same repository, and validated too (they
@@ -23,6 +25,10 @@ def validate_model(path: str | os.PathLike[str], *, local_stack: bool = False) -
         local_stack: also warn (``local-stack-unsupported``) about every model the embedded stack
             (``mme_triton.local``, CPU only) cannot run, saying what runs instead: TensorFlow, TensorRT,
             DALI, FIL, OpenVINO, ... Such a model may still be fine for a SageMaker endpoint.
+        triton_version: the SageMaker Triton release the model will run on (``"24.09"``; default
+            :data:`~mme_triton.endpoint.images.DEFAULT_TRITON_VERSION`, what ``deploy_mme`` deploys):
+            a python model's ``EXECUTION_ENV_PATH`` environment must be of the Python its python backend
+            runs (``python-env-python-mismatch``; :data:`~mme_triton.endpoint.images.TRITON_PYTHON`).
 
     Returns:
         The problems, each with ``severity``, a stable ``code``, a ``message`` and the ``path`` (plus
@@ -33,6 +39,7 @@ def validate_model(path: str | os.PathLike[str], *, local_stack: bool = False) -
         NotADirectoryError: ``path`` (or a parent of it) is not a directory.
         PermissionError: ``path`` cannot be listed.
         OSError: any other reason ``path`` cannot be listed (a symbolic link loop, ...).
+        ValueError: ``triton_version`` is not a release SageMaker publishes.
 
     Example::
 
@@ -40,10 +47,51 @@ def validate_model(path: str | os.PathLike[str], *, local_stack: bool = False) -
             print(problem)
         # model_repository/resnet/config.pbtxt:3:1: error config-unknown-field: unknown field ...
     """
+    release = python_of_release(triton_version)
     model = load_model(path)
     problems = list(model.problems)
+    problems.extend(environment_problems(model.members, release))
     if local_stack:
         problems.extend(_local_stack_problems(model.members))
+    return problems
+
+
+def python_of_release(triton_version: str | None) -> tuple[str, str]:
+    """``(release, Python)`` of a SageMaker Triton release (the default one for ``None``).
+
+    Raises:
+        ValueError: not a release SageMaker publishes.
+    """
+    from mme_triton._triton_releases import DEFAULT_TRITON_VERSION, TRITON_PYTHON
+
+    release = DEFAULT_TRITON_VERSION if triton_version is None else triton_version
+    python = TRITON_PYTHON.get(release)
+    if python is None:
+        raise ValueError(
+            f"SageMaker publishes no Triton image {release!r}; known versions: {', '.join(TRITON_PYTHON)}"
+        )
+    return release, python
+
+
+def environment_problems(members: tuple[Path, ...], release: tuple[str, str]) -> list[Problem]:
+    """``python-env-python-mismatch`` for each python model of ``members`` whose ``EXECUTION_ENV_PATH``
+    environment is not of the Python the ``release`` runs (``(YY.MM, X.Y)``)."""
+    from mme_triton.model._python_env import EXECUTION_ENV_PATH, check_env_python
+    from mme_triton.model.config import CONFIG_FILENAME, parse_config_file
+
+    problems: list[Problem] = []
+    for member in members:
+        config_file = member / CONFIG_FILENAME
+        if not config_file.is_file() or config_file.is_symlink():
+            continue
+        try:
+            config, _ = parse_config_file(config_file)
+        except OSError:
+            continue
+        if config is None or EXECUTION_ENV_PATH not in config.parameters:
+            continue
+        image = f"sagemaker-tritonserver:{release[0]}-py3"
+        problems.extend(check_env_python(member, config, python=release[1], image=image))
     return problems
 
 
@@ -79,8 +127,11 @@ def _local_stack_problems(members: tuple[Path, ...]) -> list[Problem]:
     return problems
 
 
-def validate_repository(path: str | os.PathLike[str]) -> dict[str, list[Problem]]:
-    """Validate every model directory in a model repository; maps model name to its problems.
+def validate_repository(
+    path: str | os.PathLike[str], *, triton_version: str | None = None
+) -> dict[str, list[Problem]]:
+    """Validate every model directory in a model repository; maps model name to its problems
+    (``triton_version`` as for :func:`validate_model`).
 
     Raises:
         FileNotFoundError, NotADirectoryError, PermissionError: ``path`` cannot be listed.
@@ -95,5 +146,5 @@ def validate_repository(path: str | os.PathLike[str]) -> dict[str, list[Problem]
             if entry.is_dir() and entry.name not in JUNK_NAMES and not entry.name.startswith(".")
         )
     for name in names:
-        results[name] = validate_model(repository / name)
+        results[name] = validate_model(repository / name, triton_version=triton_version)
     return results

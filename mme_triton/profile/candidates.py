@@ -92,7 +92,7 @@ class Candidate:
             ValueError: an option is unknown, or a list is empty.
             TypeError: a value is not a list.
 
-        Example:
+        Examples:
             >>> [c.name for c in Candidate.grid(max_batch_size=[1, 8], response_cache=[False])]
             ['max_batch=1', 'max_batch=8']
         """

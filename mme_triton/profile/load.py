@@ -119,6 +119,34 @@ class Level:
     error: str | None = None
     """The first failure seen, as the target worded it."""
 
+    @classmethod
+    def unstable(
+        cls,
+        concurrency: int | None,
+        request_rate: float | None,
+        *,
+        requests: int = 0,
+        errors: int = 0,
+        windows: tuple[Window, ...] = (),
+        error: str | None = None,
+    ) -> Level:
+        """A level that never met the stability rule: its counts, no numbers."""
+        return cls(
+            concurrency=concurrency,
+            request_rate=request_rate,
+            stable=False,
+            throughput_per_s=None,
+            p50_ms=None,
+            p90_ms=None,
+            p95_ms=None,
+            p99_ms=None,
+            mean_ms=None,
+            requests=requests,
+            errors=errors,
+            windows=windows,
+            error=error,
+        )
+
     @property
     def load(self) -> str:
         """``c=8`` or ``50/s``: the level as a table shows it."""
@@ -288,16 +316,9 @@ def _windows(
             len(windows),
             ", ".join(f"{w.throughput_per_s:.1f}/s {w.mean_ms or 0:.1f} ms" for w in windows[-3:]),
         )
-        return Level(
-            concurrency=concurrency,
-            request_rate=request_rate,
-            stable=False,
-            throughput_per_s=None,
-            p50_ms=None,
-            p90_ms=None,
-            p95_ms=None,
-            p99_ms=None,
-            mean_ms=None,
+        return Level.unstable(
+            concurrency,
+            request_rate,
             requests=len(counted),
             errors=errors,
             windows=tuple(windows),

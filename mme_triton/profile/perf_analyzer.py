@@ -200,17 +200,4 @@ def _level(
 
 def _unstable(concurrency: int | None, request_rate: float | None, output: str) -> Level:
     reason = next((line.strip() for line in output.splitlines() if _UNSTABLE.search(line)), "unstable")
-    return Level(
-        concurrency=concurrency,
-        request_rate=request_rate,
-        stable=False,
-        throughput_per_s=None,
-        p50_ms=None,
-        p90_ms=None,
-        p95_ms=None,
-        p99_ms=None,
-        mean_ms=None,
-        requests=0,
-        errors=0,
-        error=reason,
-    )
+    return Level.unstable(concurrency, request_rate, error=reason)

@@ -129,6 +129,20 @@ class CandidateResult:
         lowest = min(closed, key=lambda level: level.concurrency or 0)
         return lowest.mean_ms / 1000.0 if lowest.mean_ms is not None else None
 
+    def figures(self) -> dict[str, Any]:
+        """The per-candidate measurements by column name (the CSV's, the JSON's, ``summary()``'s)."""
+        return {
+            "cold_start_s": self.cold_start_s,
+            "download_s": self.download_s,
+            "extract_s": self.extract_s,
+            "load_s": self.load_s,
+            "unload_s": self.unload_s,
+            "memory_bytes": self.memory_bytes,
+            "service_time_s": self.service_time_s,
+            "max_batch_size": self.max_batch_size,
+            "instances": self.instances,
+        }
+
     @property
     def options(self) -> str:
         """The candidate's options as text (``max_batch_size=8, dynamic_batching=100us``)."""
@@ -270,15 +284,7 @@ class ProfileReport:
                     "candidate": result.name,
                     "status": result.status,
                     "model_dir": result.model_dir,
-                    "cold_start_s": result.cold_start_s,
-                    "download_s": result.download_s,
-                    "extract_s": result.extract_s,
-                    "load_s": result.load_s,
-                    "unload_s": result.unload_s,
-                    "memory_bytes": result.memory_bytes,
-                    "service_time_s": result.service_time_s,
-                    "max_batch_size": result.max_batch_size,
-                    "instances": result.instances,
+                    **result.figures(),
                     "best_load": level.load if level is not None else None,
                     "throughput_per_s": level.throughput_per_s if level is not None else None,
                     "p50_ms": level.p50_ms if level is not None else None,

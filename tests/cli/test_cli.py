@@ -208,3 +208,13 @@ def test_cli_deploy_bad_environment_is_one_error_line(
     assert main([*args, "--env", "SAGEMAKER_TRITON_LOG_VERBOSTY=1"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "SAGEMAKER_TRITON_LOG_VERBOSE" in err
+
+
+def test_cli_validate_checks_environments_against_the_triton_version(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    model = FIXTURES / "python_env_python_mismatch" / "scale"
+    assert main(["validate", str(model)]) == 1
+    assert "python-env-python-mismatch" in capsys.readouterr().out
+    assert main(["validate", "--triton-version", "25.04", str(model)]) == 0
+    assert "scale: ok (0 error(s), 0 warning(s))" in capsys.readouterr().out

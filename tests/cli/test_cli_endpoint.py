@@ -4,6 +4,7 @@ stack's control plane reached through ``AWS_*`` variables (moto; no Triton neede
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,29 @@ def test_cli_models_list_add_remove_on_a_live_endpoint(
     assert "removed scale.tar.gz" in capsys.readouterr().out
     assert main(["models", "list", "models-mme"]) == 0
     assert capsys.readouterr().out.split() == ["linear.tar.gz"]
+
+
+def test_cli_models_add_names_and_updates_ensembles_with_an_older_step(
+    aws_env: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    repository = tmp_path / "model_repository"
+    shutil.copytree(EXAMPLES, repository)
+    assert main(_deploy("steps-mme", aws_env)) == 0
+    assert main(["models", "add", "steps-mme", "-q", str(repository / "pipeline")]) == 0
+    capsys.readouterr()
+    (repository / "scale" / "1" / "model.py").write_text(
+        (repository / "scale" / "1" / "model.py").read_text() + "\n# version 2\n"
+    )
+
+    assert main(["models", "add", "steps-mme", "-q", "--versioned", str(repository / "scale")]) == 0
+    assert "  pipeline.tar.gz embeds an older copy of scale (--update-ensembles repackages it)" in (
+        capsys.readouterr().out
+    )
+    args = ["models", "add", "steps-mme", "-q", "--versioned", "--update-ensembles", "--json"]
+    assert main([*args, str(repository / "scale")]) == 0
+    [scale, pipeline] = _json(capsys)
+    assert scale["status"] == "unchanged" and scale["stale_ensembles"] == []
+    assert pipeline["supersedes"] == "pipeline.tar.gz" and pipeline["name"].startswith("pipeline-")
 
 
 def test_cli_models_of_missing_endpoint_is_not_found(

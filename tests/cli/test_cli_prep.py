@@ -204,6 +204,35 @@ def test_cli_export_transformers_from_a_saved_directory(
     assert sorted(p.name for p in (tmp_path / "repo").iterdir()) == ["bert"]
 
 
+def test_cli_export_transformers_keeps_the_task_head_and_the_tuning(tmp_path: Path) -> None:
+    """A classifier saved with save_pretrained is exported with its head (output ``logits``), as its config's
+    ``architectures`` names it; a second export with --overwrite keeps the tuning, --fresh drops it."""
+    import importlib.util
+
+    from mme_triton import configure_model, read_config
+
+    spec = importlib.util.spec_from_file_location(
+        "tiny_models", Path(__file__).resolve().parents[1] / "export" / "tiny_models.py"
+    )
+    assert spec is not None and spec.loader is not None
+    tiny: Any = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tiny)
+    saved = tmp_path / "classifier-saved"
+    tiny.build_bert_head("sequence-classification").save_pretrained(saved)
+    target = tmp_path / "repo" / "classifier"
+    export = ["export", "transformers", str(saved), str(target)]
+
+    assert main([*export, "--output-name", "logits"]) == 0
+    config = read_config(target)
+    assert [(t.name, list(t.dims)) for t in config.output] == [("logits", [3])]
+    configure_model(target, dynamic_batching={"max_queue_delay_microseconds": 200})
+
+    assert main([*export, "--overwrite"]) == 0
+    assert read_config(target).dynamic_batching.max_queue_delay_microseconds == 200
+    assert main([*export, "--overwrite", "--fresh"]) == 0
+    assert read_config(target).dynamic_batching.max_queue_delay_microseconds == 0
+
+
 def test_cli_export_transformers_needs_a_directory(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

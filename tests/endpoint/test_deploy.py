@@ -529,6 +529,32 @@ def test_deploy_mme_uploads_models_under_the_prefix_first(
     assert again.endpoint_config_name == endpoint.endpoint_config_name
 
 
+def test_deploy_mme_checks_python_environments_against_its_release_before_uploading(
+    deploy_kwargs: dict[str, Any], model_data_url: str, s3: Any, inventory: Callable[[], Any]
+) -> None:
+    """The fixture's environment is Python 3.12: not what 24.09's python backend runs (3.10), what 25.04's
+    does."""
+    from pathlib import Path
+
+    from mme_triton.artifact.s3 import list_models
+    from mme_triton.errors import ModelValidationError
+
+    model = Path(__file__).parents[1] / "model" / "fixtures" / "python_env_python_mismatch" / "scale"
+    before = inventory()
+    with pytest.raises(ModelValidationError, match="python-env-python-mismatch"):
+        deploy_mme("env-mme", model_data_url, models=[model], **deploy_kwargs)
+    assert list_models(model_data_url, s3_client=s3) == [] and inventory() == before
+
+    deploy_mme(
+        "env-mme",
+        model_data_url,
+        models=[model],
+        triton_version="25.04",
+        **{**deploy_kwargs, "instance_type": "ml.m5.xlarge"},
+    )
+    assert list_models(model_data_url, s3_client=s3) == ["scale.tar.gz"]
+
+
 def test_deploy_mme_leaves_autoscaling_it_did_not_make(
     deploy_kwargs: dict[str, Any], model_data_url: str, aas: Any
 ) -> None:

@@ -192,3 +192,13 @@ def test_triton_versions_agree_with_the_sagemaker_sdk_image_config() -> None:
         assert entry["tag_prefix"] == f"{version}-py3"
         assert TRITON_VERSIONS.get(version) == entry["registries"], f"Triton {version} differs from the SDK"
     assert set(TRITON_VERSIONS) - set(sdk) <= NOT_IN_SDK
+
+
+def test_every_release_has_the_python_of_its_python_backend() -> None:
+    from mme_triton.endpoint.images import TRITON_PYTHON
+
+    assert set(TRITON_PYTHON) == set(TRITON_VERSIONS)
+    # the Ubuntu each release is built on: 20.04 up to 23.04, 22.04 from 23.05, 24.04 from 24.11
+    assert {TRITON_PYTHON[v] for v in TRITON_PYTHON if v < "23.05"} == {"3.8"}
+    assert {TRITON_PYTHON[v] for v in TRITON_PYTHON if "23.05" <= v < "24.11"} == {"3.10"}
+    assert {TRITON_PYTHON[v] for v in TRITON_PYTHON if v >= "24.11"} == {"3.12"}

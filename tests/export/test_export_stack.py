@@ -1,9 +1,11 @@
 """Exported, configured models deployed on the embedded stack answer through MMEClient like PyTorch does.
 
-One stack and one endpoint serve the module: a tiny BERT and a tiny RoBERTa (export_transformers), a
-small CNN (export_pytorch and export_torchscript), a python-backend skeleton as written, and an ensemble
-of a tokenizer step (new_python_model, edited) and the BERT encoder (build_ensemble). Each model is
-configured with a preset plus overrides; the GPU presets run because the stack adapts its own copy.
+One stack and one endpoint serve the module: a tiny BERT, a tiny RoBERTa and a tiny BERT classifier
+(export_transformers, the classifier in one call with nothing configured after it), a small CNN
+(export_pytorch, and export_torchscript twice: the GPU and the CPU preset), a python-backend skeleton
+as written, and an ensemble of a tokenizer step (new_python_model, edited) and the BERT encoder
+(build_ensemble). Each model is configured with a preset plus overrides; the GPU presets run because the
+stack adapts its own copy.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from mme_triton.export import export_pytorch, export_torchscript, export_transfo
 sys.path.insert(0, str(Path(__file__).parent))
 from tiny_models import (
     build_bert,
+    build_bert_head,
     build_bert_tokenizer,
     build_cnn,
     build_roberta,
@@ -53,6 +56,7 @@ except ImportError:  # collected but deselected where torch is missing
     torch = None
 
 ENDPOINT = "model-prep"
+SERVED = ("bert", "roberta", "classifier", "cnn", "cnn_ts", "cnn_ts_cpu", "echo", "pipeline")
 ATOL = 1e-4
 
 # The tokenizer step of the ensemble: the skeleton new_python_model writes, with execute() replaced by a
@@ -99,6 +103,7 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("prep")
     repository = root / "repo"
     bert, roberta, cnn = build_bert(), build_roberta(), build_cnn()
+    classifier = build_bert_head("sequence-classification", num_labels=3)
     bert_tokenizer = build_bert_tokenizer(root / "vocab")
 
     # BERT: GPU throughput preset, batch size and warm-up overridden
@@ -122,12 +127,17 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         graph_optimization_level="extended",
         dynamic_batching=DynamicBatching(max_queue_delay_microseconds=50),
     )
+    # a BERT classifier (AutoModelForSequenceClassification): one call, nothing configured after it
+    export_transformers(classifier, repository / "classifier")
     # the CNN through ONNX: the TensorRT preset (dropped on the CPU stack) with one instance
     export_pytorch(cnn, torch.randn(2, 3, 16, 16), repository / "cnn", max_batch_size=8)
     configure_model(repository / "cnn", preset="onnx-tensorrt-fp16", instance_group=None)
     # the same CNN as TorchScript for Triton's PyTorch backend
     export_torchscript(cnn, torch.randn(2, 3, 16, 16), repository / "cnn_ts", max_batch_size=8)
     configure_model(repository / "cnn_ts", preset="torchscript-gpu", intra_op_thread_count=1)
+    # and for a CPU endpoint, with optimized execution off
+    export_torchscript(cnn, torch.randn(2, 3, 16, 16), repository / "cnn_ts_cpu", max_batch_size=8)
+    configure_model(repository / "cnn_ts_cpu", preset="torchscript-cpu")
     # a python model as written
     new_python_model(
         repository,
@@ -153,12 +163,14 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         inputs=["TEXT"],
         outputs=["last_hidden_state", "pooler_output"],
     )
-    for name in ("bert", "roberta", "cnn", "cnn_ts", "echo", "tokenize", "pipeline"):
+    names = ("bert", "roberta", "classifier", "cnn", "cnn_ts", "cnn_ts_cpu", "echo", "tokenize", "pipeline")
+    for name in names:
         assert validate_model(repository / name) == [], name
     return {
         "repository": repository,
         "bert": bert,
         "roberta": roberta,
+        "classifier": classifier,
         "cnn": cnn,
         "tokenizer": bert_tokenizer,
     }
@@ -174,7 +186,7 @@ def client(prepared: dict[str, Any]) -> Iterator[MMEClient]:
         deploy_mme(
             ENDPOINT,
             stack.model_data_url("prep/"),
-            models=[repository / name for name in ("bert", "roberta", "cnn", "cnn_ts", "echo", "pipeline")],
+            models=[repository / name for name in SERVED],
             role=stack.role_arn,
             instance_type="ml.m5.xlarge",
             environment={"SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": "16777216"},
@@ -208,10 +220,27 @@ def test_exported_encoder_answers_like_pytorch(
     np.testing.assert_allclose(answer["pooler_output"], want.pooler_output.numpy(), atol=ATOL)
 
 
+def test_exported_classifier_answers_logits_like_pytorch(client: MMEClient, prepared: dict[str, Any]) -> None:
+    config = read_config(prepared["repository"] / "classifier")
+    assert [(t.name, list(t.dims)) for t in config.output] == [("logits", [3])]
+    inputs = _encoder_inputs(np.random.default_rng(11), [t.name for t in config.input])
+
+    answer = client.infer("classifier.tar.gz", inputs)
+
+    with torch.no_grad():
+        want = prepared["classifier"](**{k: torch.from_numpy(v) for k, v in inputs.items()}).logits
+    assert list(answer) == ["logits"] and answer["logits"].shape == (3, 3)
+    np.testing.assert_allclose(answer["logits"], want.numpy(), atol=ATOL)
+
+
 @pytest.mark.parametrize(
     ("target", "input_name", "output_name"),
-    [("cnn.tar.gz", "INPUT0", "OUTPUT0"), ("cnn_ts.tar.gz", "INPUT__0", "OUTPUT__0")],
-    ids=["onnx", "torchscript"],
+    [
+        ("cnn.tar.gz", "INPUT0", "OUTPUT0"),
+        ("cnn_ts.tar.gz", "INPUT__0", "OUTPUT__0"),
+        ("cnn_ts_cpu.tar.gz", "INPUT__0", "OUTPUT__0"),
+    ],
+    ids=["onnx", "torchscript-gpu-preset", "torchscript-cpu-preset"],
 )
 def test_exported_cnn_answers_like_pytorch(
     client: MMEClient, prepared: dict[str, Any], target: str, input_name: str, output_name: str

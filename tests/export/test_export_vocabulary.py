@@ -28,7 +28,15 @@ EXPORTERS = {
 }
 
 #: Options every exporter takes, with one default.
-SHARED = {"overwrite": False, "dynamic_batching": True, "instance_count": 1, "version": 1}
+SHARED = {
+    "overwrite": False,
+    "keep_tuning": True,
+    "dynamic_batching": True,
+    "instance_count": 1,
+    "version": 1,
+    "input_names": None,
+    "output_names": None,
+}
 
 
 def _parameters(exporter: Any) -> dict[str, inspect.Parameter]:
@@ -110,9 +118,7 @@ def test_onnx_exporters_write_the_same_default_opset(tmp_path: Path, kind: str) 
 
 
 @pytest.mark.parametrize("kind", EXPORTERS)
-@pytest.mark.parametrize(
-    ("option", "value"), [("instance_count", 0), ("version", 0), ("max_batch_size", -1)]
-)
+@pytest.mark.parametrize(("option", "value"), [("instance_count", 0), ("version", 0), ("max_batch_size", -1)])
 def test_exporters_refuse_the_same_values(tmp_path: Path, kind: str, option: str, value: int) -> None:
     with pytest.raises(ValueError, match=f"{option} must be an int >= "):
         _export(kind, tmp_path / "m", **{option: value})

@@ -1,6 +1,7 @@
 """Tiny models for the export tests, built from configs with random weights (no model hub is reached).
 
 - ``build_bert`` / ``build_roberta``: 2-layer encoders, hidden size 32, vocabulary 100;
+- ``build_bert_head``: the same BERT with a task head (``AutoModelFor...`` classes by their task);
 - ``build_bert_tokenizer`` / ``build_roberta_tokenizer``: fast tokenizers over a word list written here;
 - ``build_cnn``: a 2-convolution image classifier for 3x16x16 inputs.
 """
@@ -41,6 +42,34 @@ def build_bert(seed: int = 0) -> Any:
         hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37, vocab_size=100
     )
     return t.BertModel(config).eval()
+
+
+#: The task heads ``build_bert_head`` builds, by the ``AutoModelFor...`` class that gives them.
+HEADS = {
+    "sequence-classification": "AutoModelForSequenceClassification",
+    "token-classification": "AutoModelForTokenClassification",
+    "question-answering": "AutoModelForQuestionAnswering",
+    "masked-lm": "AutoModelForMaskedLM",
+}
+
+
+def build_bert_head(task: str, seed: int = 0, num_labels: int = 3) -> Any:
+    """The tiny BERT of :func:`build_bert` with a task head (``num_labels`` labels for the classifiers; a
+    question-answering head has two, start and end), built from its config by the ``AutoModelFor...``
+    class of :data:`HEADS`, in eval mode."""
+    import torch
+
+    t = _transformers()
+    torch.manual_seed(seed)
+    config = t.BertConfig(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=37,
+        vocab_size=100,
+        num_labels=2 if task == "question-answering" else num_labels,
+    )
+    return getattr(t, HEADS[task]).from_config(config).eval()
 
 
 def build_roberta(seed: int = 0) -> Any:

@@ -144,19 +144,8 @@ def test_safe_extract_refuses_unsafe_members_and_writes_nothing(
     [
         (lambda tar: None, "no model directory"),
         (lambda tar: _file(tar, "README.md", b"hi"), "no model directory"),
-        (
-            lambda tar: (_file(tar, "a/config.pbtxt", CONFIG), _file(tar, "b/config.pbtxt", CONFIG)),
-            "none is an ensemble",
-        ),
-        (
-            lambda tar: (
-                _file(tar, "a/config.pbtxt", ENSEMBLE_CONFIG),
-                _file(tar, "b/config.pbtxt", ENSEMBLE_CONFIG),
-            ),
-            "2 are ensembles",
-        ),
     ],
-    ids=["empty", "only-a-file", "two-models-no-ensemble", "two-ensembles"],
+    ids=["empty", "only-a-file"],
 )
 def test_safe_extract_refuses_unexpected_layouts(
     tmp_path: Path, build: Callable[[tarfile.TarFile], None], reason: str
@@ -165,6 +154,37 @@ def test_safe_extract_refuses_unexpected_layouts(
 
     with pytest.raises(ModelArchiveError, match=reason):
         safe_extract(archive, tmp_path / "out")
+
+
+@pytest.mark.parametrize(
+    ("configs", "served"),
+    [((CONFIG, CONFIG, CONFIG), None), ((ENSEMBLE_CONFIG, CONFIG, ENSEMBLE_CONFIG), "ensemble")],
+    ids=["no-ensemble", "two-ensembles"],
+)
+def test_safe_extract_several_models_serves_what_the_front_end_picks(
+    tmp_path: Path, configs: tuple[bytes, ...], served: str | None
+) -> None:
+    """SageMaker's front-end reads the directory and loads the last model directory it lists (the last
+    ensemble, when there are ensembles); the stack's extraction keeps the others, marked unserved."""
+    names = ("a", "b", "c")
+
+    def build(tar: tarfile.TarFile) -> None:
+        for name, config in zip(names, configs, strict=True):
+            _file(tar, f"{name}/config.pbtxt", config)
+
+    out = tmp_path / "out"
+    extracted = safe_extract(_archive(tmp_path / "many.tar.gz", build), out)
+
+    listed = [entry.name for entry in os.scandir(out) if entry.is_dir()]
+    if served is None:
+        expected = listed[-1]
+    else:
+        expected = [name for name in listed if configs[names.index(name)] == ENSEMBLE_CONFIG][-1]
+    assert extracted.model_dirs[0] == expected
+    assert sorted(extracted.model_dirs) == list(names)
+    others = [n for n in names if n != expected]
+    wanted = others if served is None else [n for n in others if configs[names.index(n)] == ENSEMBLE_CONFIG]
+    assert sorted(extracted.unserved) == wanted
 
 
 def test_safe_extract_refuses_what_is_not_an_archive(tmp_path: Path) -> None:

@@ -38,6 +38,8 @@ from mme_triton import MMEClient, deploy_mme, encode_request, upload_models
 from mme_triton.local.triton.procfs import stack_shm_prefix
 
 pytestmark = [pytest.mark.triton, pytest.mark.moto]
+# each test drives a whole endpoint through local up: dealt into 2 xdist groups (tests/conftest.py)
+XDIST_GROUPS = 2
 
 MiB = 1024 * 1024
 SHM_LIMIT = 4 * MiB

@@ -29,6 +29,8 @@ import mme_triton.local
 from mme_triton.local.triton.server import TritonLoadError, TritonServer
 
 pytestmark = pytest.mark.triton
+# a model load per test: dealt into 2 xdist groups (tests/conftest.py)
+XDIST_GROUPS = 2
 
 __all__ = ["triton"]  # the fixture, imported for pytest
 

@@ -34,6 +34,9 @@ pytestmark = [
     # torch 2.9+ deprecates TorchScript; these tests build TorchScript models on purpose
     pytest.mark.filterwarnings("ignore:`torch.jit.:DeprecationWarning"),
 ]
+# every test loads a TorchScript model (a stub that imports torch), minutes of them in one module: dealt
+# into 3 xdist groups (tests/conftest.py)
+XDIST_GROUPS = 3
 
 __all__ = ["triton"]  # the fixture, imported for pytest
 

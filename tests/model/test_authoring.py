@@ -124,7 +124,7 @@ def test_configure_model_onnx_presets_write_their_settings(
     assert parse_config(text)[1] == []
 
 
-def test_configure_model_torchscript_preset_sets_inference_mode(tmp_path: Path) -> None:
+def _torchscript_model(tmp_path: Path) -> Path:
     model_dir = tmp_path / "repo" / "cnn"
     (model_dir / "1").mkdir(parents=True)
     (model_dir / "1" / "model.pt").write_bytes(b"torchscript archive")
@@ -133,10 +133,26 @@ def test_configure_model_torchscript_preset_sets_inference_mode(tmp_path: Path) 
         'input { name: "INPUT__0" data_type: TYPE_FP32 dims: [3, 16, 16] } '
         'output { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [5] }'
     )
+    return model_dir
+
+
+def test_configure_model_torchscript_preset_sets_inference_mode(tmp_path: Path) -> None:
+    model_dir = _torchscript_model(tmp_path)
     configure_model(model_dir, preset="torchscript-gpu", intra_op_thread_count=2)
 
     assert _parameters(model_dir) == {"INFERENCE_MODE": "true", "INTRA_OP_THREAD_COUNT": "2"}
     config = read_config(model_dir)
+    assert config.dynamic_batching.max_queue_delay_microseconds == 100
+    assert validate_model(model_dir) == []
+
+
+def test_configure_model_torchscript_cpu_preset_turns_optimized_execution_off(tmp_path: Path) -> None:
+    model_dir = _torchscript_model(tmp_path)
+    configure_model(model_dir, preset="torchscript-cpu")
+
+    assert _parameters(model_dir) == {"INFERENCE_MODE": "true", "DISABLE_OPTIMIZED_EXECUTION": "true"}
+    config = read_config(model_dir)
+    assert [(g.count, g.kind) for g in config.instance_group] == [(1, 2)]  # KIND_CPU is 2
     assert config.dynamic_batching.max_queue_delay_microseconds == 100
     assert validate_model(model_dir) == []
 

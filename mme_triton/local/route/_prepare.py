@@ -67,6 +67,17 @@ def prepare_model(
     from mme_triton.local.route.support import UnsupportedModelError
 
     extracted = safe_extract(body, root / "model", limits=limits)
+    if extracted.unserved:
+        logger.warning(
+            "endpoint %s: %s holds %d model directories and no single ensemble: the SageMaker front-end "
+            "loads only %r (the last it lists; on SageMaker the order depends on the file system) and not "
+            "%s, so calls to those models (BLS) fail",
+            endpoint_name,
+            target_model,
+            len(extracted.model_dirs),
+            extracted.model_dirs[0],
+            ", ".join(repr(name) for name in extracted.unserved),
+        )
     try:
         extracted = check_servable(extracted)
         changes = adapt(extracted.path) if adapt is not None else []
@@ -74,7 +85,7 @@ def prepare_model(
         raise LoadFailedError(400, load_failure(target_model, rewrite(str(exc)))) from exc
     if changes:
         logger.warning(
-            "endpoint %s: %s targets a GPU; serving an adapted copy on the CPU: %s",
+            "endpoint %s: serving an adapted copy of %s (a GPU config on the CPU, another Python's stub): %s",
             endpoint_name,
             target_model,
             "; ".join(changes),

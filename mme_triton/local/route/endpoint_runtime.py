@@ -109,6 +109,8 @@ class EndpointModels:
     """The production variant's ``InstanceType``."""
     model_cache: str = "Enabled"
     """The container's ``MultiModelConfig.ModelCacheSetting``: ``Enabled`` or ``Disabled``."""
+    image: str = ""
+    """The serving container's image URI (its Triton release decides the python backend's Python)."""
 
 
 @dataclass(frozen=True)

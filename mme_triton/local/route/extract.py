@@ -12,9 +12,11 @@ the disk:
 - more entries than :attr:`ExtractLimits.max_members`;
 - an archive that expands more than :attr:`ExtractLimits.max_ratio` times (a decompression bomb), checked
   while it decompresses;
-- a layout that is not one model directory (or one ensemble with its steps).
+- an archive that holds no model directory.
 
-A refused archive leaves nothing behind.
+An archive with several model directories is extracted as SageMaker's platform extracts it, and the
+SageMaker front-end picks the model it loads from it (:attr:`ExtractedModel.unserved` says which it
+leaves). A refused archive leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -46,7 +48,14 @@ from mme_triton.local.route.limits import (
     human_size,
 )
 
-__all__ = ["ExtractLimits", "ExtractedModel", "ModelArchiveError", "directory_size", "safe_extract"]
+__all__ = [
+    "ExtractLimits",
+    "ExtractedModel",
+    "ModelArchiveError",
+    "directory_size",
+    "front_end_choice",
+    "safe_extract",
+]
 
 _CHUNK = 1024 * 1024
 # Small read-ahead, so that the bytes counted as read stay close to what the decompressor has used.
@@ -96,6 +105,9 @@ class ExtractedModel:
     """The model directories found in it, the one served first (the ensemble, if any)."""
     size: int
     """Bytes of regular files extracted."""
+    unserved: tuple[str, ...] = ()
+    """Directories the SageMaker front-end does not load: in an archive of several model directories
+    without exactly one ensemble, all but the one it picks (see :func:`front_end_choice`)."""
 
 
 class _Counting(io.RawIOBase):
@@ -137,6 +149,23 @@ def _check_member(member: tarfile.TarInfo) -> PurePosixPath | None:
             f"refusing archive member that is neither a file nor a directory: {name!r}", member=name
         )
     return PurePosixPath(*parts) if parts else None
+
+
+def front_end_choice(root: Path) -> str | None:
+    """The model directory of an extracted archive that the SageMaker front-end loads when the archive has
+    no config.pbtxt at its root: the last directory it lists whose config says ``platform: "ensemble"``,
+    else the last directory it lists (``SageMakerMMELoadModel`` in ``src/sagemaker_server.cc`` reads the
+    directory with ``readdir``; ``os.scandir`` lists in the same order on the same file system)."""
+    last: str | None = None
+    ensemble: str | None = None
+    with os.scandir(root) as entries:
+        for entry in entries:
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            last = entry.name
+            if _ensembles(root, [entry.name]):
+                ensemble = entry.name
+    return ensemble or last
 
 
 def _ensembles(root: Path, dirs: Iterable[str]) -> list[str]:
@@ -244,9 +273,10 @@ def safe_extract(
     The archive is read once, as a stream. Each member is checked before its bytes are written (no
     absolute paths, no ``..``, no symbolic or hard links, no device files or FIFOs: regular files and
     directories only, written with modes 0o644/0o755 and no owner), and ``limits`` are kept while it
-    decompresses. The layout must be one model directory at the archive root, or several where exactly
-    one is an ensemble (its steps beside it); a model whose ``config.pbtxt`` sits at the archive root is
-    moved into a ``model/`` directory.
+    decompresses. The archive must hold a model directory; a model whose ``config.pbtxt`` sits at the
+    archive root is moved into a ``model/`` directory. With several directories, the one served is the
+    ensemble, or the one the SageMaker front-end picks (:func:`front_end_choice`), the others
+    ``unserved``.
 
     Parameters:
         archive: a path, or a binary stream positioned at the archive's start (a file, a botocore
@@ -259,7 +289,7 @@ def safe_extract(
 
     Raises:
         ModelArchiveError: an unsafe member (``member`` names it), a limit broken, an unreadable archive
-            or an unexpected layout. Nothing is left in ``destination`` then.
+            or no model directory. Nothing is left in ``destination`` then.
 
     Example::
 
@@ -319,14 +349,15 @@ def _finish(
     if len(top_dirs) == 1:
         return ExtractedModel(destination, (top_dirs[0],), size)
     ensembles = _ensembles(destination, top_dirs)
-    if len(ensembles) != 1:
-        what = "none is an ensemble" if not ensembles else f"{len(ensembles)} are ensembles"
-        raise ModelArchiveError(
-            f"the model archive holds {len(top_dirs)} model directories ({', '.join(top_dirs)}) and {what}: "
-            "it must hold one model directory, or one ensemble with the models it uses"
-        )
-    rest = tuple(d for d in top_dirs if d != ensembles[0])
-    return ExtractedModel(destination, (ensembles[0], *rest), size)
+    if len(ensembles) == 1:
+        rest = tuple(d for d in top_dirs if d != ensembles[0])
+        return ExtractedModel(destination, (ensembles[0], *rest), size)
+    # No single ensemble: the front-end loads one directory and leaves the others (the models a python
+    # model calls through BLS among them), as it does on SageMaker.
+    chosen = front_end_choice(destination) or top_dirs[-1]
+    rest = tuple(d for d in top_dirs if d != chosen)
+    unserved = rest if not ensembles else tuple(d for d in ensembles if d != chosen)
+    return ExtractedModel(destination, (chosen, *rest), size, unserved=unserved)
 
 
 def directory_size(path: str | Path) -> int:

@@ -45,7 +45,6 @@ from mme_triton.local.route.endpoint_runtime import (
     DEFAULT_READY_TIMEOUT,
     EndpointModels,
     EndpointRuntime,
-    gpu_adapter,
 )
 from mme_triton.local.route.extract import ExtractLimits
 from mme_triton.local.route.limits import (
@@ -56,6 +55,7 @@ from mme_triton.local.route.limits import (
     check_limits,
 )
 from mme_triton.local.route.lru import ModelLRU
+from mme_triton.local.route.python_env import model_adapter
 from mme_triton.local.route.responses import (
     RuntimeResponse,
     endpoint_not_found,
@@ -234,7 +234,7 @@ class InvocationRuntime:
             lru=ModelLRU(budget_bytes=budget.bytes, max_models=self.max_models),
             region=self.region,
             account_id=self.account_id,
-            adapt=gpu_adapter() if self._adapt_gpu_configs else None,
+            adapt=model_adapter(gpu=self._adapt_gpu_configs, image=models.image, limits=limits),
             # the same server, started again: its settings (and warnings) were decided once
             replace=lambda _generation: triton,
             limits=limits,
@@ -358,6 +358,7 @@ class InvocationRuntime:
             volume_size_gb=int(variant["VolumeSizeInGB"]) if variant.get("VolumeSizeInGB") else None,
             instance_type=variant.get("InstanceType"),
             model_cache=str((container.get("MultiModelConfig") or {}).get("ModelCacheSetting") or "Enabled"),
+            image=str(container.get("Image") or ""),
         )
 
     # -- the HTTP route ----------------------------------------------------------------------------

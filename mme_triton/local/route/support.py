@@ -4,6 +4,9 @@
   backends (:data:`~mme_triton.model.backends.EMBEDDED_STACK_BACKENDS`). A model for another backend
   (TensorFlow, DALI, FIL, TensorRT, ...) gets one clear error naming the backend and what runs instead,
   the same sentence :func:`~mme_triton.validate_model` reports with ``local_stack=True``.
+- Only the models Triton loads are checked: in an archive of several model directories without one
+  ensemble, the one the SageMaker front-end picks
+  (:attr:`~mme_triton.local.route.extract.ExtractedModel.unserved`).
 - Names: every model runs in a python stub started through a shell with its path unquoted (see
   :mod:`mme_triton.local.route.names`). A single model's directory with other characters is renamed (the
   SageMaker front-end serves it under the TargetModel whatever the directory is called); ensemble steps
@@ -61,7 +64,8 @@ def check_servable(extracted: ExtractedModel) -> ExtractedModel:
     """
     from mme_triton.model.backends import local_stack_problem
 
-    for name in extracted.model_dirs:
+    served = [name for name in extracted.model_dirs if name not in extracted.unserved]
+    for name in served:
         backend, platform, filename = _backend(extracted.path / name)
         problem = local_stack_problem(backend, platform)
         if problem is not None:
@@ -74,15 +78,22 @@ def check_servable(extracted: ExtractedModel) -> ExtractedModel:
                 "'_' and '-')",
                 model=name,
             )
-    unsafe = [name for name in extracted.model_dirs if not is_shell_safe(name)]
+    unsafe = [name for name in served if not is_shell_safe(name)]
     if not unsafe:
         return extracted
-    if len(extracted.model_dirs) > 1:
+    if len(served) > 1:
         raise UnsupportedModelError(
             f"model directory {unsafe[0]!r} holds characters Triton's python backend cannot pass through "
             "the shell it starts models with, and an ensemble names its steps by directory; rename it "
             "(letters, digits, '.', '_' and '-')",
             model=unsafe[0],
         )
+    if any(name == _RENAMED for name in extracted.model_dirs):
+        raise UnsupportedModelError(
+            f"model directory {unsafe[0]!r} holds characters Triton's python backend cannot pass through the "
+            "shell it starts models with; rename it (letters, digits, '.', '_' and '-')",
+            model=unsafe[0],
+        )
     (extracted.path / unsafe[0]).rename(extracted.path / _RENAMED)
-    return ExtractedModel(extracted.path, (_RENAMED,), extracted.size)
+    rest = tuple(name for name in extracted.model_dirs if name != unsafe[0])
+    return ExtractedModel(extracted.path, (_RENAMED, *rest), extracted.size, unserved=extracted.unserved)
