@@ -8,9 +8,10 @@ request. Two runs in one process, the same requests:
   evicted, wait for its reload (and for its own unload, if one is still under way);
 - ``all fit`` — the endpoint keeps every model: each model loads once.
 
-For each run: requests/s, p50/p99 latency, loads and evictions; and, measured first, what Triton itself
-needs to load (``POST /models``) and unload (``DELETE /models/<hash>``) one of these models, which is what a
-request that misses cannot do without.
+For each run: requests/s, p50/p99 latency, loads and evictions, and the most models Triton held at once
+(sampled every 20 ms from its stub processes); and, measured first, what Triton itself needs to load
+(``POST /models``) and unload (``DELETE /models/<hash>``) one of these models, which is what a request that
+misses cannot do without.
 
 Usage::
 
@@ -116,10 +117,23 @@ def run(
                 if not np.allclose(out["OUTPUT0"], x * factors[index]):
                     wrong.append(index)
 
+        triton = stack.triton("churn")
+        assert triton is not None
+        held: list[int] = []
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.wait(0.02):
+                held.append(len({p.model.rsplit("_", 2)[0] for p in triton.model_processes()}))
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
         started = time.perf_counter()
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
             list(pool.map(call, plan))
         elapsed = time.perf_counter() - started
+        done.set()
+        watcher.join()
         runtime = stack.endpoint_runtime("churn")
         assert runtime is not None
         runtime.wait_for_unloads(timeout=120)
@@ -130,6 +144,7 @@ def run(
             "p99_s": _percentile(latencies, 99),
             "loads": runtime.loads,
             "evictions": runtime.evictions,
+            "held": max(held, default=0),
             "wrong": len(wrong),
         }
 
@@ -165,12 +180,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Triton alone: load {direct['load_s']:.2f} s, unload {direct['unload_s']:.2f} s per model\n")
     base = results["all fit"]
     head = f"| {'run':<8} | {'req/s':>6} | {'p50 s':>6} | {'p99 s':>6} |"
-    print(head + " loads | evictions | wrong | req/s vs all fit |")
-    print("|----------|--------|--------|--------|-------|-----------|-------|------------------|")
+    print(head + " loads | evictions | most held | wrong | req/s vs all fit |")
+    print(
+        "|----------|--------|--------|--------|-------|-----------|-----------|-------|------------------|"
+    )
     for name, row in results.items():
         print(
             f"| {name:<8} | {row['rps']:>6.2f} | {row['p50_s']:>6.2f} | {row['p99_s']:>6.2f} "
-            f"| {row['loads']:>5} | {row['evictions']:>9} | {row['wrong']:>5} "
+            f"| {row['loads']:>5} | {row['evictions']:>9} | {row['held']:>9} | {row['wrong']:>5} "
             f"| {row['rps'] / base['rps']:>15.2f}x |"
         )
     churn = results["churn"]

@@ -10,7 +10,8 @@ concurrency 1 and 8, this measures requests/s and p50/p99 latency of:
   for clients that know one URL only), a new connection per request as boto3 gets from that HTTP/1.0
   server;
 - ``triton front-end`` — raw HTTP POST to Triton's SageMaker front-end, ``/models/<hash>/invoke``, the
-  call the route forwards, over a keep-alive connection;
+  call the route forwards, over a keep-alive connection opened as the route opens its own (through the
+  server's connector, into its network namespace);
 - ``onnxruntime`` — ``InferenceSession.run`` in this process (no HTTP, no Triton);
 - ``MMEClient`` — ``MMEClient.infer`` end to end (encode, boto3 + SigV4, the route, Triton, decode).
 
@@ -100,7 +101,13 @@ class _KeepAlive(threading.local):
 
 
 def _poster(
-    url: str, path: str, headers: dict[str, str], body: bytes, *, keep_alive: bool
+    url: str,
+    path: str,
+    headers: dict[str, str],
+    body: bytes,
+    *,
+    keep_alive: bool,
+    connect: Callable[[], http.client.HTTPConnection] | None = None,
 ) -> Callable[[], None]:
     parts = urlsplit(url)
     local = _KeepAlive()
@@ -108,7 +115,10 @@ def _poster(
     def post() -> None:
         conn = local.conn if keep_alive else None
         if conn is None:
-            conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=60)
+            if connect is not None:
+                conn = connect()
+            else:
+                conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=60)
             if keep_alive:
                 local.conn = conn
         conn.request("POST", path, body=body, headers=headers)
@@ -129,7 +139,11 @@ def measure(spec: dict[str, Any]) -> list[dict[str, Any]]:
     import onnxruntime
 
     from mme_triton import MMEClient, encode_request
+    from mme_triton.local.triton._http import ConnectorHTTPConnection
+    from mme_triton.local.triton.netns import Connector
 
+    socket_path = spec["triton_socket"]
+    triton = Connector(Path(socket_path) if socket_path else None)
     x = np.random.default_rng(0).standard_normal((spec["batch"], 4)).astype(np.float32)
     body, content_type = encode_request({"INPUT0": x}, binary=True)
     body = bytes(body)
@@ -151,7 +165,12 @@ def measure(spec: dict[str, Any]) -> list[dict[str, Any]]:
             spec["stack_url"], f"/endpoints/{ENDPOINT}/invocations", headers, body, keep_alive=False
         ),
         "triton front-end": _poster(
-            spec["triton_url"], f"/models/{spec['model_hash']}/invoke", headers, body, keep_alive=True
+            "",
+            f"/models/{spec['model_hash']}/invoke",
+            headers,
+            body,
+            keep_alive=True,
+            connect=lambda: ConnectorHTTPConnection(triton, spec["triton_port"], timeout=60),
         ),
         "onnxruntime": in_process,
         "MMEClient": end_to_end,
@@ -202,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
         spec = {
             "stack_url": stack.endpoint_url,
             "runtime_url": stack.runtime_url,
-            "triton_url": triton.url,
+            "triton_socket": str(triton.connector.socket_path or ""),
+            "triton_port": triton.port,
             "model_hash": target_model_hash(TARGET),
             "onnx": str(linear / "1" / "model.onnx"),
             "requests": args.requests,
@@ -235,8 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| {'mode':<19}| conc | {'req/s':>8} | {'p50 ms':>7} | {'p99 ms':>7} | {'req/s vs Triton':>15} |")
     print("|--------------------|------|----------|---------|---------|-----------------|")
     for row in results:
-        triton = by_key.get(("triton front-end", row["concurrency"]))
-        ratio = f"{row['rps'] / triton['rps']:.2f}x" if triton else "-"
+        base = by_key.get(("triton front-end", row["concurrency"]))
+        ratio = f"{row['rps'] / base['rps']:.2f}x" if base else "-"
         print(
             f"| {row['mode']:<19}| {row['concurrency']:>4} | {row['rps']:>8.0f} | {row['p50_ms']:>7.3f} "
             f"| {row['p99_ms']:>7.3f} | {ratio:>15} |"

@@ -30,6 +30,7 @@ this one).
         ├── UnsupportedModelError   a backend or name the stack cannot serve  (mme_triton.local.route.support)
         ├── ContainerExitError      the serve script refuses the Environment  (mme_triton.local.serve)
         ├── TritonStartError        tritonserver exited while starting  (mme_triton.local.triton.server)
+        ├── TritonTimeoutError      Triton did not answer in time  (mme_triton.local.triton.server)
         └── TritonRequestError      Triton refused a control request  (mme_triton.local.triton.server)
             └── TritonLoadError     Triton refused to load a model  (mme_triton.local.triton.server)
 

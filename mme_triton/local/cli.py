@@ -57,6 +57,10 @@ def parse_size(text: str) -> int:
     return size
 
 
+def _budget(text: str) -> int | str:
+    return "instance" if text.strip().lower() == "instance" else parse_size(text)
+
+
 def parse_period(text: str) -> int:
     """``"1s"`` -> 1, ``"1m"`` -> 60, ``"60"`` -> 60: a metrics period in seconds (1, 5, 10, 20, 30 or a
     multiple of 60).
@@ -88,7 +92,9 @@ def local_up(args: argparse.Namespace, *, stop: threading.Event | None = None) -
     """
     from mme_triton.local.stack import LocalStack
 
-    budget = {} if args.memory_budget is None else {"memory_budget": args.memory_budget}
+    budget: dict[str, Any] = {} if args.memory_budget is None else {"memory_budget": args.memory_budget}
+    if args.reserved_memory is not None:
+        budget["reserved_memory"] = args.reserved_memory
     stack = LocalStack(
         region=args.region,
         **budget,
@@ -217,10 +223,18 @@ def add_local_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     up.add_argument("--region", default="us-east-1", help="region of the stack (default: us-east-1)")
     up.add_argument(
         "--memory-budget",
+        type=_budget,
+        default=None,
+        help="memory an endpoint's loaded models may hold before the least recently used are unloaded: a "
+        "size, or 'instance' (the default): the instance type's memory for models (docs/capacity.md), at "
+        "most half of this machine's",
+    )
+    up.add_argument(
+        "--reserved-memory",
         type=parse_size,
         default=None,
-        help="memory an endpoint's loaded models may hold before the least recently used are unloaded "
-        "(default: 2GiB)",
+        help="what an instance keeps for itself, not for models (default: the instance type's, "
+        "docs/capacity.md: 1GiB and 1/64 of the memory on a CPU type)",
     )
     up.add_argument("--max-models", type=int, default=None, help="most models an endpoint keeps loaded")
     up.add_argument(

@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING, Any
 
 from mme_triton.errors import LocalStackError
 from mme_triton.local.aws.metrics import DEFAULT_METRICS_PERIOD, MetricsRecorder, check_metrics_period
+from mme_triton.local.route.budget import FROM_INSTANCE, BudgetSetting, endpoint_budget
 from mme_triton.local.route.endpoint_runtime import DEFAULT_READY_TIMEOUT, EndpointRuntime
 from mme_triton.local.route.limits import (
     DEFAULT_MAX_COMPRESSION_RATIO,
     DEFAULT_MAX_MEMBERS,
     check_limits,
 )
-from mme_triton.local.route.lru import DEFAULT_MEMORY_BUDGET
 from mme_triton.local.route.names import is_shell_safe
 from mme_triton.local.route.runtime import InvocationRuntime
 from mme_triton.local.serve import default_triton_factory
@@ -78,17 +78,21 @@ class LocalStack:
 
     Parameters:
         region: the region the stack's sessions use.
-        memory_budget: bytes an endpoint's loaded models may hold (their model instances' resident and
-            shared memory, at least their extracted files) before the least recently used are unloaded
-            (default 2 GiB; ``None``: no byte limit). See ``docs/local.md``.
+        memory_budget: what an endpoint's loaded models may hold (their model instances' resident and
+            shared memory, at least their extracted files) before the least recently used unused ones are
+            unloaded: ``"instance"`` (the default) for the production variant's instance type's memory for
+            models (:data:`~mme_triton.endpoint.instance_specs.INSTANCE_TYPES`), at most half of this
+            machine's memory; bytes; or ``None`` for no byte limit. See ``docs/local.md``.
+        reserved_memory: what an instance keeps for itself, not for models, in place of the instance type's
+            documented default (:attr:`~mme_triton.endpoint.instance_specs.InstanceType.reserved`).
         max_models: how many models an endpoint keeps loaded at most (``None``: no count limit).
         workdir: where the scratch directory (Triton's files, extracted models) is created; default: the
             system's temporary directory. It is removed by :meth:`stop`.
         transition_delay: seconds an endpoint stays ``Creating``/``Updating`` before it goes in service.
         log_verbose: Triton's ``--log-verbose`` level for the endpoints' servers.
         model_ready_timeout: seconds an InvokeEndpoint request waits for its model's download and load
-            (SageMaker's 60 s by default); after that it is answered ``ModelNotReadyException`` while the
-            load goes on, and a retry finds the model loaded.
+            (SageMaker's 60 s by default, which is also every request's whole budget); after that it is
+            answered ``ModelNotReadyException`` while the load goes on, and a retry finds the model loaded.
         check_platform: refuse to start on a platform the Triton wheel cannot run on.
         shm_limit: ceiling on the python backend's shared memory per model instance (default 64 MiB):
             a larger ``SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE`` (AWS's samples set 16 GB) or
@@ -123,7 +127,8 @@ class LocalStack:
         self,
         *,
         region: str = "us-east-1",
-        memory_budget: int | None = DEFAULT_MEMORY_BUDGET,
+        memory_budget: BudgetSetting = FROM_INSTANCE,
+        reserved_memory: int | None = None,
         max_models: int | None = None,
         workdir: str | Path | None = None,
         transition_delay: float = 0.0,
@@ -137,8 +142,9 @@ class LocalStack:
         metrics_period: float = DEFAULT_METRICS_PERIOD,
         triton_ports: bool = False,
     ) -> None:
-        if memory_budget is not None and memory_budget <= 0:
-            raise ValueError("memory_budget must be > 0 bytes (or None for no byte limit)")
+        endpoint_budget(memory_budget, None)  # refuses what it cannot use
+        if reserved_memory is not None and reserved_memory < 0:
+            raise ValueError("reserved_memory must be >= 0 bytes")
         if max_models is not None and max_models <= 0:
             raise ValueError("max_models must be > 0 (or None for no count limit)")
         if transition_delay < 0:
@@ -147,6 +153,7 @@ class LocalStack:
             raise ValueError("model_ready_timeout must be > 0 seconds")
         self.region = region
         self.memory_budget = memory_budget
+        self.reserved_memory = reserved_memory
         self.max_models = max_models
         self._workdir_parent = Path(workdir) if workdir is not None else None
         self._transition_delay = transition_delay
@@ -212,6 +219,7 @@ class LocalStack:
                 workdir=workdir / "endpoints",
                 region=self.region,
                 memory_budget=self.memory_budget,
+                reserved_memory=self.reserved_memory,
                 max_models=self.max_models,
                 triton_factory=default_triton_factory(
                     log_verbose=self._log_verbose, shm_limit=self.shm_limit, triton_ports=self.triton_ports
@@ -430,14 +438,15 @@ class LocalStack:
         return runtime.model_memory() if runtime is not None else {}
 
     def load_timings(self, endpoint_name: str) -> dict[str, LoadTimings]:
-        """How long each TargetModel's last load took on an endpoint, by part (download, extract, load), and
-        its unload once unloaded: what a cold start on the stack is made of."""
+        """How long each TargetModel's last load took on an endpoint, by part (download, extract, the wait
+        for room, load; a copy loaded again from the volume downloads nothing), and its unload once
+        unloaded: what a cold start on the stack is made of."""
         runtime = self.endpoint_runtime(endpoint_name)
         return runtime.load_timings() if runtime is not None else {}
 
     def unload_model(self, endpoint_name: str, target_model: str, *, timeout: float | None = 60.0) -> bool:
-        """Unload a model from an endpoint's Triton now (after its requests finish), as if evicted; its
-        next request loads it again. ``False`` when it was not loaded."""
+        """Unload a model from an endpoint's Triton now (after its requests finish), as if evicted (its copy
+        stays on the volume); its next request loads it again. ``False`` when it was not loaded."""
         runtime = self.endpoint_runtime(endpoint_name)
         return runtime.unload_model(target_model, timeout=timeout) if runtime is not None else False
 

@@ -79,7 +79,7 @@ def test_model_lru_clear_keeps_the_named_model() -> None:
 )
 def test_model_lru_rejects_impossible_limits(kwargs: dict[str, int]) -> None:
     with pytest.raises(ValueError, match="must be > 0"):
-        ModelLRU(**kwargs)  # type: ignore[arg-type]
+        ModelLRU(**kwargs)
 
 
 def test_lru_add_keeps_models_in_use_and_evicts_the_oldest_free_one() -> None:
@@ -110,3 +110,63 @@ def test_lru_resize_changes_a_size_without_marking_it_used() -> None:
     assert lru.resize("a", 6) and not lru.resize("zz", 1)
     assert lru.names() == ["a", "b"] and lru.total_bytes == 7
     assert lru.add("c", 4) == ["a"]
+
+
+@pytest.mark.parametrize(
+    ("budget", "max_models", "held", "in_use", "size", "pending", "expected"),
+    [
+        (100, None, [("a", 40), ("b", 40)], set(), 10, (0, 0), []),
+        (100, None, [("a", 40), ("b", 40)], set(), 50, (0, 0), ["a"]),
+        (100, None, [("a", 40), ("b", 40)], {"a"}, 50, (0, 0), ["b"]),
+        (100, None, [("a", 40), ("b", 40)], {"a", "b"}, 50, (0, 0), None),
+        (100, None, [("a", 40)], set(), 30, (40, 1), ["a"]),
+        (None, 2, [("a", 1), ("b", 1)], set(), 1, (0, 0), ["a"]),
+        (None, 2, [("a", 1)], set(), 1, (0, 1), ["a"]),
+        (None, 2, [], set(), 1, (0, 2), None),
+        (100, None, [("a", 40), ("b", 40)], {"b"}, 150, (0, 0), ["a"]),
+        (100, None, [], set(), 150, (0, 0), []),
+        (100, None, [], set(), 150, (0, 1), None),
+    ],
+    ids=[
+        "fits",
+        "oldest-unused-goes",
+        "in-use-stays",
+        "all-in-use-wait",
+        "pending-loads-count",
+        "count-limit",
+        "pending-count",
+        "only-pending-wait",
+        "too-big-unused-go-first",
+        "too-big-alone",
+        "too-big-waits-for-pending",
+    ],
+)
+def test_model_lru_room_for_names_what_to_unload_before_a_load(
+    budget: int | None,
+    max_models: int | None,
+    held: list[tuple[str, int]],
+    in_use: set[str],
+    size: int,
+    pending: tuple[int, int],
+    expected: list[str] | None,
+) -> None:
+    lru = ModelLRU(budget_bytes=budget, max_models=max_models)
+    for name, bytes_held in held:
+        lru.add(name, bytes_held)
+
+    victims = lru.room_for(
+        size, keep=lambda name: name in in_use, pending_bytes=pending[0], pending_count=pending[1]
+    )
+
+    assert victims == expected
+    assert lru.names() == [name for name, _ in held]  # nothing is removed: the caller unloads
+
+
+def test_model_lru_excess_names_unused_models_once_a_model_measured_more() -> None:
+    lru = ModelLRU(budget_bytes=100)
+    for name in ("a", "b", "c"):
+        lru.add(name, 30)
+    lru.resize("c", 70)  # measured after its load
+
+    assert lru.excess(keep=lambda name: name == "a") == ["b"]
+    assert lru.excess(keep=lambda name: True) == []

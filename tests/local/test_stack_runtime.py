@@ -55,7 +55,7 @@ def _served_by_triton(stack: LocalStack, endpoint_name: str) -> set[str]:
     return {process.model.rsplit("_", 2)[0] for process in triton.model_processes()}
 
 
-def test_stack_unloads_the_least_recently_used_model_and_reloads_it_on_demand(
+def test_stack_unloads_the_least_recently_used_model_and_reloads_it_from_the_volume(
     small_stack: LocalStack, repository: Path, expected_linear: Any
 ) -> None:
     _deploy(small_stack, "budget", "budget/", [repository / "linear", repository / "scale"])
@@ -68,15 +68,18 @@ def test_stack_unloads_the_least_recently_used_model_and_reloads_it_on_demand(
     runtime.wait_for_unloads(timeout=60)
 
     assert small_stack.loaded_models("budget") == ["scale.tar.gz"]
-    assert not (runtime.workdir / "models" / target_model_hash("linear.tar.gz")).exists()
     assert _served_by_triton(small_stack, "budget") == {"scale.tar.gz"}  # unloaded from Triton itself
-    loads = runtime.loads
+    # the unloaded model stays extracted on the endpoint's volume
+    assert (runtime.workdir / "models" / target_model_hash("linear.tar.gz") / "model").is_dir()
+    assert runtime.volume_models() == ["linear.tar.gz", "scale.tar.gz"]
+    loads, downloads = runtime.loads, runtime.downloads
 
     again = client.infer("linear.tar.gz", {"INPUT0": X})
     runtime.wait_for_unloads(timeout=60)
 
     np.testing.assert_allclose(again["OUTPUT0"], expected_linear(X), rtol=1e-6)
     assert runtime.loads == loads + 1
+    assert runtime.downloads == downloads  # loaded again from the volume, not from S3
     assert small_stack.loaded_models("budget") == ["linear.tar.gz"]
     assert _served_by_triton(small_stack, "budget") == {"linear.tar.gz"}
 
@@ -212,9 +215,10 @@ def test_two_stacks_serve_side_by_side(small_stack: LocalStack, repository: Path
 
         np.testing.assert_allclose(mine["OUTPUT0"], 2 * X)
         np.testing.assert_allclose(theirs["OUTPUT0"], 6 * X)
-        assert other.triton("twin").port != small_stack.triton("twin").port  # type: ignore[union-attr]
+        other_triton, my_triton = other.triton("twin"), small_stack.triton("twin")
+        assert other_triton is not None and my_triton is not None
+        assert other_triton.connector.socket_path != my_triton.connector.socket_path
         assert other.account_id != small_stack.account_id
-        other_triton = other.triton("twin")
     assert other_triton is not None and other_triton.pid is None
     assert small_stack.triton("twin") is not None
 

@@ -91,14 +91,15 @@ def test_stack_load_timings_split_the_cold_start(served: dict[str, Any]) -> None
     assert set(timings) == {"linear.tar.gz", "scale.tar.gz"}
     for part in timings.values():
         assert part.download_s > 0 and part.extract_s > 0 and part.load_s > 0
-        assert part.total_s == pytest.approx(part.download_s + part.extract_s + part.load_s)
+        assert part.wait_s >= 0 and not part.from_volume
+        assert part.total_s == pytest.approx(part.download_s + part.extract_s + part.wait_s + part.load_s)
         assert part.unload_s is None
 
 
 def test_stack_unload_model_unloads_now_and_the_next_request_loads_again(served: dict[str, Any]) -> None:
     stack, client = served["stack"], served["client"]
     runtime = stack.endpoint_runtime(ENDPOINT)
-    loads, evictions = runtime.loads, runtime.evictions
+    loads, evictions, downloads = runtime.loads, runtime.evictions, runtime.downloads
 
     assert stack.unload_model(ENDPOINT, "scale.tar.gz") is True
 
@@ -109,4 +110,9 @@ def test_stack_unload_model_unloads_now_and_the_next_request_loads_again(served:
     assert stack.unload_model("no-such-endpoint", "scale.tar.gz") is False
     np.testing.assert_allclose(client.infer("scale.tar.gz", {"INPUT0": X})["OUTPUT0"], 2 * X)
     assert (runtime.loads, runtime.evictions) == (loads + 1, evictions)  # asked for, not evicted
-    assert stack.load_timings(ENDPOINT)["scale.tar.gz"].unload_s is None  # the new load's parts
+    reloaded = stack.load_timings(ENDPOINT)["scale.tar.gz"]
+    assert reloaded.unload_s is None  # the new load's parts
+    # its copy stayed on the endpoint's volume: loaded again without a download or an extraction
+    assert runtime.downloads == downloads and "scale.tar.gz" in runtime.volume_models()
+    assert reloaded.from_volume and (reloaded.download_s, reloaded.extract_s) == (0.0, 0.0)
+    assert reloaded.load_s > 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import http.client
 import importlib.util
 import json
 import os
@@ -27,6 +26,8 @@ from triton_fixtures import (
 
 import mme_triton.local.triton.server as triton_module
 from mme_triton.errors import LocalStackError
+from mme_triton.local.triton import netns
+from mme_triton.local.triton._http import ConnectorHTTPConnection
 from mme_triton.local.triton.procfs import stack_shm_prefix
 from mme_triton.local.triton.server import TritonLoadError, TritonServer, find_triton
 
@@ -39,9 +40,8 @@ def _hash() -> str:
     return uuid.uuid4().hex
 
 
-def _get(url: str, path: str) -> int:
-    host, port = url.removeprefix("http://").split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=5)
+def _get(server: TritonServer, path: str) -> int:
+    conn = ConnectorHTTPConnection(server.connector, server.port or 0, timeout=5)
     try:
         conn.request("GET", path)
         return conn.getresponse().status
@@ -67,9 +67,10 @@ def test_find_triton_without_pytriton_says_how_to_install(monkeypatch: pytest.Mo
         find_triton()
 
 
-def test_triton_server_answers_ping_on_loopback(triton: TritonServer) -> None:
-    assert triton.url.startswith("http://127.0.0.1:")
-    assert _get(triton.url, "/ping") == 200
+def test_triton_server_answers_ping_in_its_own_network_namespace(triton: TritonServer) -> None:
+    assert triton.port == 8080  # SageMaker's container port, inside the namespace
+    assert triton.connector.socket_path is not None
+    assert _get(triton, "/ping") == 200
     assert triton.pid is not None
     assert triton.log_path.is_file()
 
@@ -158,8 +159,8 @@ def test_triton_servers_run_side_by_side_and_stop_cleanly(tmp_path: Path) -> Non
     first = TritonServer(workdir=tmp_path)
     second = TritonServer(workdir=tmp_path)
     with first, second:
-        assert first.url != second.url
-        assert _get(first.url, "/ping") == _get(second.url, "/ping") == 200
+        assert first.connector.socket_path != second.connector.socket_path
+        assert _get(first, "/ping") == _get(second, "/ping") == 200
         pids = (first.pid, second.pid)
     assert first.pid is None and second.pid is None
     assert all(pid is not None and not Path(f"/proc/{pid}").exists() for pid in pids)
@@ -194,6 +195,8 @@ def test_triton_server_rejects_misuse(kwargs: dict[str, object], error: type[Exc
 def test_triton_server_retries_when_its_port_is_taken_first(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """Without network namespaces (a kernel that refuses them) the server takes a free port of this host."""
+    monkeypatch.setattr(netns, "namespace_problem", lambda: "refused for this test")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -204,7 +207,8 @@ def test_triton_server_retries_when_its_port_is_taken_first(
 
         with TritonServer(workdir=tmp_path) as server:
             assert server.port != taken
-            assert _get(server.url, "/ping") == 200
+            assert server.connector.socket_path is None
+            assert _get(server, "/ping") == 200
 
 
 def test_server_start_removes_regions_a_killed_stack_left_in_dev_shm(tmp_path: Path) -> None:

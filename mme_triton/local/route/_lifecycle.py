@@ -1,9 +1,16 @@
 """The half of an endpoint's runtime that runs off the request path: loads, unloads and restarts.
 
-:class:`~mme_triton.local.route.endpoint_runtime.EndpointRuntime` answers requests; the methods here,
-mixed into it, load a model on a loader thread and put it in the LRU with what it really holds (measured from
-``/proc`` and ``/dev/shm``), unload evicted models on threads of their own (each waits only for the
-requests using its model), and start the endpoint's Triton again after it exited.
+:class:`~mme_triton.local.route.endpoint_runtime.EndpointRuntime` answers requests; the methods here, mixed
+into it, load a model on a loader thread once the memory budget has room for it, and put it in the LRU with
+what it really holds (measured from ``/proc`` and ``/dev/shm``); unload models on threads of their own (each
+waits only for the requests using its model); and start the endpoint's Triton again after it exited. Each
+load's parts and its unload are timed (:class:`~mme_triton.local.route.timings.LoadTimings`).
+
+Room is made before a load starts, as SageMaker starts unloading "when starting the process of loading a new
+model": the load's estimate (what the model measured the last time it was loaded, else what the models of
+the endpoint measure, at least its files) and one more model must fit the budget with the loads and unloads
+under way; the least recently used models no request is using are unloaded for it, and the load waits
+until their unloads are done. When every loaded model is in use, the load waits for one to become unused.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import shutil
+import statistics
 import threading
 import time
 from collections import Counter
@@ -18,43 +26,34 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from mme_triton.errors import LocalStackError
-from mme_triton.local.route._prepare import LoadFailedError, Messages, load_failure, prepare_model
-from mme_triton.local.route.extract import ExtractLimits
-from mme_triton.local.route.lru import ModelLRU
+from mme_triton.local.route._cache import ModelCache, model_hash_of
+from mme_triton.local.route._prepare import LoadFailedError, load_failure
+from mme_triton.local.route.limits import human_size
 from mme_triton.local.route.names import triton_model_name
-from mme_triton.local.route.timings import LoadTimings, TimedBody
+from mme_triton.local.route.timings import LoadTimings
+from mme_triton.local.triton.protocol import TritonLike
 
-if TYPE_CHECKING:
-    from mme_triton.local.triton.protocol import TritonLike
-
-__all__ = ["Lifecycle", "model_hash_of"]
+__all__ = ["Lifecycle"]
 
 logger = logging.getLogger("mme_triton.local.route.endpoint_runtime")
 
 
-def model_hash_of(target_model: str) -> str:
-    """The MD5 hex digest of ``target_model``: the name SageMaker loads it under."""
-    import hashlib
-
-    return hashlib.md5(target_model.encode("utf-8"), usedforsecurity=False).hexdigest()
+def _keep_all(name: str) -> bool:
+    return True
 
 
-class Lifecycle:
+class Lifecycle(ModelCache):
     """Loads, unloads and restarts; mixed into
     :class:`~mme_triton.local.route.endpoint_runtime.EndpointRuntime`."""
 
     # set by EndpointRuntime.__init__
-    _lock: threading.Lock
     _idle: threading.Condition
-    _in_flight: Counter[str]
     _waiting: Counter[str]
     _granted: Counter[str]
-    _loading: dict[str, Future[None]]
-    _unloading: dict[str, Future[None]]
-    _disk: dict[str, int]
+    _reserved: dict[str, int]
+    _unloading_bytes: dict[str, int]
     _memory: dict[str, int]
     _timings: dict[str, LoadTimings]
     _generation: int
@@ -63,79 +62,189 @@ class Lifecycle:
     _closed: threading.Event
     _triton: TritonLike
     _replace: Callable[[int], TritonLike] | None
-    _lru: ModelLRU
-    _workdir: Path
-    _limits: ExtractLimits
-    _adapt: Callable[[Path], list[str]] | None
     _load_timeout: float
     _unload_timeout: float
     _unloader: ThreadPoolExecutor
+    cache_disabled: bool
     loads: int
     evictions: int
     restarts: int
 
-    @property
-    def endpoint_name(self) -> str:  # pragma: no cover - defined by EndpointRuntime
-        raise NotImplementedError
-
-    def _messages(self, target_model: str) -> Messages:  # pragma: no cover - defined by EndpointRuntime
-        raise NotImplementedError
-
-    def _download(self, target_model: str) -> Any:  # pragma: no cover - defined by EndpointRuntime
-        raise NotImplementedError
-
     def wait_for_unloads(self, timeout: float | None = None) -> None:  # pragma: no cover
         raise NotImplementedError
-
-    def _model_root(self, model_hash: str) -> Path:
-        return self._workdir / "models" / model_hash
 
     # -- loading -----------------------------------------------------------------------------------
 
     def _load_and_hold(self, target_model: str, generation: int, triton: TritonLike) -> None:
-        """Wait for a pending unload of the model, load it and put it in the LRU (on a loader thread).
+        """Wait for a pending unload of the model, get it on the volume, make room for it, load it and put
+        it in the LRU (on a loader thread).
 
-        Models in use are not evicted to make room; the requests that waited for this load are counted
-        on it before anything else can evict it.
+        The requests that waited for this load are counted on it before anything else can unload it.
         """
+        started = time.monotonic()
+        deadline = started + self._load_timeout
         try:
             with self._lock:
                 unloading = self._unloading.get(target_model)
             if unloading is not None:
                 with contextlib.suppress(Exception):
                     unloading.result(timeout=self._unload_timeout + 5)
-            size = self._load(target_model, triton)
+            waited = time.monotonic() - started
+            copy, parts = self._on_volume(target_model)
+            room_from = time.monotonic()
+            self._make_room(target_model, self._estimate(target_model, copy.size), generation, deadline)
+            load_started = time.monotonic()
+            try:
+                self._triton_load(triton, model_hash_of(target_model), copy.path, target_model)
+            except BaseException:
+                with self._idle:
+                    self._reserved.pop(target_model, None)
+                    self._idle.notify_all()
+                raise
         except BaseException:
-            with self._lock:
+            with self._idle:
                 if self._generation == generation:
                     self._loading.pop(target_model, None)
+                self._idle.notify_all()
             raise
+        parts = replace(
+            parts, wait_s=waited + load_started - room_from, load_s=time.monotonic() - load_started
+        )
         measured = self._measure(triton, extra=target_model)
-        with self._lock:
+        with self._idle:
+            self.loads += 1
+            self._timings[target_model] = parts
+            self._reserved.pop(target_model, None)
             if self._generation != generation:
                 return  # the server was replaced meanwhile; the next request loads it again
             self._loading.pop(target_model, None)
-            self._disk[target_model] = size
             self._memory.update(measured)
             for name in self._lru.names():
-                self._lru.resize(name, max(self._disk.get(name, 0), self._memory.get(name, 0)))
-            # the requests that waited for this load hold it now, before another load can evict it
+                self._lru.resize(name, max(self._size_on_volume(name), self._memory.get(name, 0)))
+            # the requests that waited for this load hold it now, before anything can unload it
             held = self._waiting.pop(target_model, 0)
             self._in_flight[target_model] += held
             self._granted[target_model] += held
-            evicted = self._lru.add(
-                target_model,
-                max(size, measured.get(target_model, 0)),
-                keep=lambda name: self._in_flight[name] > 0,
-            )
+            self._lru.add(target_model, max(copy.size, measured.get(target_model, 0)), keep=lambda _: True)
+            # it measured more than estimated: the budget is kept again at once
+            evicted = self._lru.excess(keep=self._in_use, **self._pending())
             for victim in evicted:
                 self._schedule_unload(victim, triton)
+            self._idle.notify_all()
         if evicted:
             logger.info(
-                "endpoint %s: unloading %s to stay within the memory budget",
+                "endpoint %s: %s holds more than estimated; unloading %s to stay within the memory budget",
                 self.endpoint_name,
+                target_model,
                 ", ".join(evicted),
             )
+
+    def _estimate(self, target_model: str, files: int) -> int:
+        """What ``target_model`` will hold once loaded: its last measure, else the median of the endpoint's
+        models' measures, at least its files."""
+        with self._lock:
+            known = self._memory.get(target_model)
+            others = [size for size in self._memory.values() if size > 0]
+        if known:
+            return max(files, known)
+        return max(files, int(statistics.median(others)) if others else 0)
+
+    def _pending(self) -> dict[str, int]:
+        """What loads and unloads under way hold (caller holds the lock)."""
+        return {
+            "pending_bytes": sum(self._reserved.values()) + sum(self._unloading_bytes.values()),
+            "pending_count": len(self._reserved) + len(self._unloading_bytes),
+        }
+
+    def _in_use(self, target_model: str) -> bool:
+        return self._in_flight[target_model] > 0
+
+    def _size_on_volume(self, target_model: str) -> int:
+        copy = self._volume.get(target_model)
+        return copy.size if copy is not None else 0
+
+    def _make_room(self, target_model: str, estimate: int, generation: int, deadline: float) -> None:
+        """Hold room for ``estimate`` bytes and one more model in the budget, unloading the least recently
+        used unused models for it, and wait until their unloads are done.
+
+        The room is held from the moment the unloads are chosen, so another load cannot take it; a load
+        that does not fit even with every unused model unloaded waits for a model to become unused.
+
+        Raises:
+            LoadFailedError: the budget stayed held by models in use until ``deadline`` (507, as Triton's
+                out-of-memory answer).
+            LocalStackError: the server was replaced meanwhile.
+        """
+        announced = False
+        with self._idle:
+            while True:  # choose: as if the unloads under way were done (they free their room)
+                self._check_generation(target_model, generation)
+                victims = self._lru.room_for(
+                    estimate,
+                    keep=self._in_use,
+                    pending_bytes=sum(self._reserved.values()),
+                    pending_count=len(self._reserved),
+                )
+                if victims is not None:
+                    break
+                if not announced:
+                    announced = True
+                    logger.info(
+                        "endpoint %s: %s waits for a loaded model to become unused (the memory budget is "
+                        "held by models in use)",
+                        self.endpoint_name,
+                        target_model,
+                    )
+                self._wait(target_model, deadline)
+            for victim in victims:
+                self._schedule_unload(victim, self._triton)
+            if victims:
+                logger.info(
+                    "endpoint %s: unloading %s to load %s (about %s) within the memory budget",
+                    self.endpoint_name,
+                    ", ".join(victims),
+                    target_model,
+                    human_size(estimate),
+                )
+            self._reserved[target_model] = estimate
+            try:
+                while True:  # then wait until the unloads have freed it
+                    self._check_generation(target_model, generation)
+                    others = {k: v for k, v in self._reserved.items() if k != target_model}
+                    free = self._lru.room_for(
+                        estimate,
+                        keep=_keep_all,
+                        pending_bytes=sum(others.values()) + sum(self._unloading_bytes.values()),
+                        pending_count=len(others) + len(self._unloading_bytes),
+                    )
+                    if free == []:
+                        return
+                    if self._lru.budget_bytes is not None and estimate > self._lru.budget_bytes:
+                        for name in [n for n in self._lru.names() if not self._in_use(n)]:
+                            self._schedule_unload(name, self._triton)  # it loads alone: all must go
+                    self._wait(target_model, deadline)
+            except BaseException:
+                self._reserved.pop(target_model, None)
+                self._idle.notify_all()
+                raise
+
+    def _check_generation(self, target_model: str, generation: int) -> None:
+        if self._generation != generation or self._closed.is_set():
+            raise LocalStackError(f"the endpoint's Triton was replaced while {target_model} waited to load")
+
+    def _wait(self, target_model: str, deadline: float) -> None:
+        """Wait for a model to become unused or an unload to finish (caller holds the condition)."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise LoadFailedError(
+                507,
+                load_failure(
+                    target_model,
+                    "out of memory: the endpoint's memory budget stayed held by models in use for "
+                    f"{self._load_timeout:g}s",
+                ),
+            )
+        self._idle.wait(timeout=min(remaining, 5.0))
 
     def _measure(self, triton: TritonLike, *, extra: str) -> dict[str, int]:
         """Bytes held by the model instances of each loaded TargetModel (and ``extra``), from /proc."""
@@ -152,43 +261,6 @@ class Lifecycle:
                 if process.model_path.startswith(root):
                     memory[name] += process.memory_bytes
         return memory
-
-    def _load(self, target_model: str, triton: TritonLike) -> int:
-        """Download, extract, check and load ``target_model``; return the size of the files it loaded."""
-        model_hash = model_hash_of(target_model)
-        root = self._model_root(model_hash)
-        shutil.rmtree(root, ignore_errors=True)
-        root.mkdir(parents=True)
-        try:
-            started = time.monotonic()
-            body = TimedBody(self._download(target_model))
-            requested = time.monotonic()  # GetObject answered; the bytes are read while extracting
-            try:
-                extracted = prepare_model(
-                    body,
-                    root,
-                    target_model=target_model,
-                    endpoint_name=self.endpoint_name,
-                    limits=self._limits,
-                    adapt=self._adapt,
-                    rewrite=self._messages(target_model).rewrite,
-                )
-            finally:
-                body.close()
-            load_started = time.monotonic()
-            self._triton_load(triton, model_hash, extracted.path, target_model)
-        except BaseException:
-            shutil.rmtree(root, ignore_errors=True)
-            raise
-        timings = LoadTimings(
-            download_s=requested - started + body.seconds,
-            extract_s=max(0.0, load_started - requested - body.seconds),
-            load_s=time.monotonic() - load_started,
-        )
-        with self._lock:
-            self._timings[target_model] = timings
-            self.loads += 1
-        return extracted.size
 
     def _triton_load(self, triton: TritonLike, model_hash: str, path: Path, target_model: str) -> None:
         from mme_triton.local.triton.server import TritonLoadError
@@ -209,7 +281,7 @@ class Lifecycle:
             "endpoint %s: out of memory loading %s; unloading the others", self.endpoint_name, target_model
         )
         with self._lock:
-            for victim in self._lru.clear():
+            for victim in self._lru.names():
                 self._schedule_unload(victim, triton)
         self.wait_for_unloads(timeout=self._unload_timeout + 5)
         try:
@@ -227,33 +299,44 @@ class Lifecycle:
             return dict(self._timings)
 
     def unload_model(self, target_model: str, *, timeout: float | None = None) -> bool:
-        """Unload a loaded model now, once the requests using it have finished (as an eviction does);
-        wait for it up to ``timeout`` seconds. ``False`` when it was not loaded."""
-        with self._lock:
-            if not self._lru.remove(target_model):
-                return False
+        """Unload a loaded model now, once the requests using it have finished (as an eviction does: its
+        copy stays on the volume); wait for it up to ``timeout`` seconds. ``False`` when it was not
+        loaded."""
+        with self._idle:
             future = self._schedule_unload(target_model, self._triton, evicted=False)
+        if future is None:
+            return False
         with contextlib.suppress(Exception):
             future.result(timeout=timeout)
         return True
 
     def _schedule_unload(
-        self, target_model: str, triton: TritonLike, *, evicted: bool = True
-    ) -> Future[None]:
-        """Queue the unload of an evicted (or asked-for) model (caller holds the lock)."""
-        self.evictions += int(evicted)
-        self._memory.pop(target_model, None)
-        self._unloading[target_model] = future = self._unloader.submit(self._unload, target_model, triton)
+        self, target_model: str, triton: TritonLike, *, evicted: bool = True, delete: bool = False
+    ) -> Future[None] | None:
+        """Take ``target_model`` out of the LRU and queue its unload (caller holds the lock); ``evicted``
+        counts it in :attr:`evictions`, ``delete`` also deletes its copy from the volume
+        (``ModelCacheSetting: Disabled``). ``None`` when it was not loaded."""
+        size = self._lru.size_of(target_model)
+        if not self._lru.remove(target_model):
+            return None
+        if evicted:
+            self.evictions += 1
+        self._unloading_bytes[target_model] = size
+        self._unloading[target_model] = future = self._unloader.submit(
+            self._unload, target_model, triton, delete
+        )
 
         def forget(done: Future[None]) -> None:
-            with self._lock:
+            with self._idle:
                 if self._unloading.get(target_model) is done:
                     del self._unloading[target_model]
+                    self._unloading_bytes.pop(target_model, None)
+                self._idle.notify_all()
 
         future.add_done_callback(forget)
         return future
 
-    def _unload(self, target_model: str, triton: TritonLike) -> None:
+    def _unload(self, target_model: str, triton: TritonLike, delete: bool) -> None:
         model_hash = model_hash_of(target_model)
         with self._idle:
             self._idle.wait_for(lambda: self._in_flight[target_model] <= 0, timeout=self._unload_timeout)
@@ -269,8 +352,17 @@ class Lifecycle:
             logger.info("endpoint %s: unloaded %s", self.endpoint_name, target_model)
         except LocalStackError as exc:
             logger.warning("endpoint %s: unloading %s failed: %s", self.endpoint_name, target_model, exc)
-        finally:
-            shutil.rmtree(self._model_root(model_hash), ignore_errors=True)
+        if delete:
+            with self._lock:
+                if target_model not in self._loading:
+                    self._delete_copy(target_model)
+
+    def _release_unused(self, target_model: str) -> None:
+        """A request for ``target_model`` ended and none uses it now (caller holds the lock):
+        ``ModelCacheSetting: Disabled`` unloads it and deletes it from the volume, as SageMaker does."""
+        self._volume.touch(target_model)
+        if self.cache_disabled and target_model in self._lru:
+            self._schedule_unload(target_model, self._triton, evicted=False, delete=True)
 
     # -- recovery ----------------------------------------------------------------------------------
 
@@ -282,7 +374,7 @@ class Lifecycle:
                 self._begin_restart(triton)
 
     def _begin_restart(self, dead: TritonLike) -> None:
-        with self._lock:
+        with self._idle:
             if (
                 self._closed.is_set()
                 or self._triton is not dead
@@ -296,8 +388,11 @@ class Lifecycle:
             self._lru.clear()
             self._loading.clear()
             self._unloading.clear()
+            self._unloading_bytes.clear()
+            self._reserved.clear()
             self._memory.clear()
-            self._disk.clear()
+            self._volume.clear()
+            self._idle.notify_all()
         logger.warning(
             "endpoint %s: Triton exited (status %s); starting it again, models load again on demand",
             self.endpoint_name,

@@ -2,30 +2,24 @@
 
 SageMaker's platform, on a multi-model endpoint instance, answers the first InvokeEndpoint for a
 ``TargetModel`` by downloading ``<ModelDataUrl><TargetModel>`` from S3, extracting it under
-``/opt/ml/models/<hash>/model`` and asking the container to load it (``POST /models``), answering
-``ModelNotReadyException`` when that takes more than 60 s; the model stays loaded until memory runs
-short, and then the least recently used models are unloaded (``DELETE /models/<hash>``). The request goes
-to ``POST /models/<hash>/invoke``; a 2xx answer is passed back as it is, anything else becomes a
-``ModelError`` (HTTP 424) carrying the container's status and body. :class:`EndpointRuntime` does that
-for one endpoint.
+``/opt/ml/models/<hash>/model`` and asking the container to load it (``POST /models``); the request goes to
+``POST /models/<hash>/invoke``; a 2xx answer is passed back as it is, anything else becomes a ``ModelError``
+(HTTP 424) carrying the container's status and body. :class:`EndpointRuntime` does that for one endpoint:
 
-Memory budget: what a loaded model costs is what its model instances hold, measured after the load from
-``/proc`` and ``/dev/shm`` (the anonymous resident memory of its python-backend stubs plus their
-shared-memory regions), and at least the size of its extracted files; the costs of the loaded models are
-measured again whenever one is added. The least recently used models are unloaded when the sum goes over
-the budget (default 2 GiB) and/or more than ``max_models`` are loaded. A single model larger than the
-budget is still loaded (alone).
-
-Loads: a request for a model that is not loaded yet waits while it is downloaded and loaded, for at most
-60 s (``ready_timeout``); a longer load goes on in the background and the request is answered
-``ModelNotReadyException`` (HTTP 429) to be retried, as SageMaker does. Concurrent first requests for one
-model share a single load. Unloads run on threads of their own, in parallel with loads and with each
-other, after the requests that use the model have finished; a reload of an evicted model waits only for
-its own unload.
-
-Recovery: when the endpoint's Triton exits, the request that finds out (or a watcher, within a second) gets
-a ``ServiceUnavailable``; Triton is started again and models load again on demand, as SageMaker replaces
-an unhealthy container. Requests that arrive meanwhile wait for the new server (within ``ready_timeout``).
+- **One 60 s budget per request.** The wait for a load and the inference share it: a request still waiting
+  for its model at the end gets ``ModelNotReadyException`` (HTTP 429) while the load goes on; an inference
+  that has not answered by then gets SageMaker's ``ModelError`` "Your invocation timed out ..." (not a
+  retryable 503), and the request is not run again.
+- **Memory.** Before a load starts, the least recently used models no request is using are unloaded until
+  it fits the endpoint's budget (:mod:`mme_triton.local.route._lifecycle`); a model's cost is what its model
+  instances hold, measured from ``/proc`` and ``/dev/shm`` after it loads, at least its files.
+- **The volume.** An unloaded model stays extracted on the endpoint's volume and loads again without a
+  download; copies are deleted, least recently used first, when the volume is full
+  (:mod:`mme_triton.local.route._cache`). ``ModelCacheSetting: Disabled`` unloads a model and deletes its
+  copy after each request.
+- **Recovery.** When the endpoint's Triton exits, the request that finds out (or a watcher, within a second)
+  gets a ``ServiceUnavailable``; Triton is started again and models load again on demand, as SageMaker
+  replaces an unhealthy container.
 """
 
 from __future__ import annotations
@@ -41,19 +35,20 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from mme_triton._sagemaker import INVOCATION_TIMEOUT_SECONDS, error_code, parse_s3_url
+from mme_triton._sagemaker import INVOCATION_TIMEOUT_SECONDS
 from mme_triton.errors import LocalStackError
-from mme_triton.local.route._lifecycle import Lifecycle, model_hash_of
+from mme_triton.local.route._cache import ModelDataNotFoundError, model_hash_of
+from mme_triton.local.route._lifecycle import Lifecycle
 from mme_triton.local.route._prepare import LoadFailedError, Messages
 from mme_triton.local.route.extract import ExtractLimits, ModelArchiveError
-from mme_triton.local.route.limits import human_size
 from mme_triton.local.route.lru import ModelLRU
 from mme_triton.local.route.names import rename_in_response, triton_model_name
 from mme_triton.local.route.responses import (
     RuntimeResponse,
     internal_failure,
+    invocation_timed_out,
     model_data_not_found,
     model_error,
     model_not_ready,
@@ -62,10 +57,14 @@ from mme_triton.local.route.responses import (
     validation_error,
 )
 from mme_triton.local.route.timings import LoadTimings
+from mme_triton.local.route.volume import ModelVolume
 from mme_triton.local.triton.protocol import TritonLike
+from mme_triton.local.triton.server import TritonTimeoutError
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+
+    from mme_triton.local.triton.frontend import FrontEnd
 
 
 __all__ = [
@@ -81,15 +80,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_READY_TIMEOUT = INVOCATION_TIMEOUT_SECONDS
 """Seconds a request waits for its model's download and load before ``ModelNotReadyException``."""
-
-
-class ModelDataNotFoundError(LocalStackError):
-    """``<ModelDataUrl>/<TargetModel>`` is not in S3."""
-
-    def __init__(self, bucket: str, key: str) -> None:
-        self.bucket = bucket
-        self.key = key
-        super().__init__(f"s3://{bucket}/{key} does not exist")
 
 
 def target_model_hash(target_model: str) -> str:
@@ -115,6 +105,10 @@ class EndpointModels:
     mode: str = "MultiModel"
     volume_size_gb: int | None = None
     """The production variant's ``VolumeSizeInGB``: what one archive may unpack to, when set."""
+    instance_type: str | None = None
+    """The production variant's ``InstanceType``."""
+    model_cache: str = "Enabled"
+    """The container's ``MultiModelConfig.ModelCacheSetting``: ``Enabled`` or ``Disabled``."""
     image: str = ""
     """The serving container's image URI (its Triton release decides the python backend's Python)."""
 
@@ -124,7 +118,7 @@ class FastPath:
     """A loaded model a request can be forwarded to directly (see :meth:`EndpointRuntime.fast_path`)."""
 
     triton: TritonLike
-    port: int
+    front_end: FrontEnd
     model_hash: str
 
 
@@ -149,6 +143,7 @@ class EndpointRuntime(Lifecycle):
         adapt: Callable[[Path], list[str]] | None = None,
         replace: Callable[[int], TritonLike] | None = None,
         limits: ExtractLimits | None = None,
+        volume: ModelVolume | None = None,
         ready_timeout: float = DEFAULT_READY_TIMEOUT,
         load_timeout: float = 360.0,
         unload_timeout: float = 60.0,
@@ -166,6 +161,9 @@ class EndpointRuntime(Lifecycle):
         self._adapt = adapt
         self._replace = replace
         self._limits = limits or ExtractLimits()
+        self._volume = volume or ModelVolume(self._limits.max_bytes)
+        self.model_data_url = models.model_data_url
+        self.cache_disabled = models.model_cache == "Disabled"
         self._ready_timeout = ready_timeout
         self._load_timeout = load_timeout
         self._unload_timeout = unload_timeout
@@ -178,9 +176,10 @@ class EndpointRuntime(Lifecycle):
         self._granted: Counter[str] = Counter()
         self._loading: dict[str, Future[None]] = {}
         self._unloading: dict[str, Future[None]] = {}
-        self._disk: dict[str, int] = {}
-        self._memory: dict[str, int] = {}
-        self._timings: dict[str, LoadTimings] = {}
+        self._unloading_bytes: dict[str, int] = {}
+        self._reserved: dict[str, int] = {}  # room held in the budget by loads under way
+        self._memory: dict[str, int] = {}  # the last measure of each model, kept after it unloads
+        self._timings: dict[str, LoadTimings] = {}  # the last load of each model, by part
         self._generation = 0
         self._restarting: Future[None] | None = None
         self._restart_failed_at = 0.0
@@ -191,6 +190,8 @@ class EndpointRuntime(Lifecycle):
         self._unloader = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"unload-{name}")
         self.loads = 0
         """How many model loads this endpoint performed (a reload after eviction counts again)."""
+        self.downloads = 0
+        """How many archives were downloaded (a reload from the volume downloads nothing)."""
         self.evictions = 0
         """How many models were unloaded to stay within the memory budget."""
         self.restarts = 0
@@ -214,8 +215,18 @@ class EndpointRuntime(Lifecycle):
 
     @property
     def invoke_timeout(self) -> float:
-        """Seconds a request forwarded to Triton may take."""
+        """Seconds a request may take in all, load wait and inference (SageMaker's 60 s)."""
         return self._invoke_timeout
+
+    @property
+    def memory_budget(self) -> int | None:
+        """Bytes the endpoint's loaded models may hold (``None``: no byte limit)."""
+        return self._lru.budget_bytes
+
+    def volume_models(self) -> list[str]:
+        """The TargetModels extracted on the endpoint's volume, least recently used first."""
+        with self._lock:
+            return self._volume.names()
 
     @property
     def workdir(self) -> Path:
@@ -230,7 +241,7 @@ class EndpointRuntime(Lifecycle):
     def model_memory(self) -> dict[str, int]:
         """Bytes each loaded TargetModel counts against the budget, as last measured."""
         with self._lock:
-            return {name: self._memory.get(name, self._disk.get(name, 0)) for name in self._lru.names()}
+            return {name: self._memory.get(name) or self._lru.size_of(name) for name in self._lru.names()}
 
     def wait_for_unloads(self, timeout: float | None = None) -> None:
         """Block until the unloads scheduled so far have finished."""
@@ -267,18 +278,20 @@ class EndpointRuntime(Lifecycle):
     # -- the request path --------------------------------------------------------------------------
 
     def invoke(self, target_model: str, body: bytes, content_type: str) -> RuntimeResponse:
-        """Answer one InvokeEndpoint request for ``target_model`` (loading it first if needed)."""
-        deadline = time.monotonic() + self._ready_timeout
+        """Answer one InvokeEndpoint request for ``target_model`` (loading it first if needed), within one
+        budget of ``invoke_timeout`` seconds for the load wait and the inference together."""
+        started = time.monotonic()
+        deadline = started + self._invoke_timeout
         triton = self._triton
         try:
-            model_hash, triton = self._acquire(target_model, deadline)
+            model_hash, triton = self._acquire(target_model, min(deadline, started + self._ready_timeout))
         except ModelDataNotFoundError as exc:
             return model_data_not_found(exc.bucket, exc.key)
         except ModelArchiveError as exc:
             bucket, key = self._location(target_model)
             return validation_error(f"Failed to extract model data(bucket: {bucket}, key: {key}): {exc}")
         except _NotReady:
-            return model_not_ready(target_model, self._ready_timeout)
+            return model_not_ready(target_model, min(self._ready_timeout, self._invoke_timeout))
         except _Replacing as exc:
             return service_unavailable(str(exc))
         except LoadFailedError as exc:
@@ -286,10 +299,13 @@ class EndpointRuntime(Lifecycle):
         except LocalStackError as exc:
             return self.forward_failed(triton, exc)
         try:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return self.timed_out(target_model)
             alias = triton_model_name(target_model)
-            status, headers, answer = triton.invoke(
-                model_hash, alias, body, content_type, timeout=self._invoke_timeout
-            )
+            status, headers, answer = triton.invoke(model_hash, alias, body, content_type, timeout=remaining)
+        except TritonTimeoutError:
+            return self.timed_out(target_model)
         except LocalStackError as exc:
             return self.forward_failed(triton, exc)
         finally:
@@ -304,16 +320,16 @@ class EndpointRuntime(Lifecycle):
         """
         with self._lock:
             triton = self._triton
-            port = triton.port
-            if (
-                self._restarting is not None
-                or port is None
-                or triton_model_name(target_model) != target_model
-                or not self._lru.touch(target_model)
-            ):
+            if self._restarting is not None or triton_model_name(target_model) != target_model:
+                return None
+            try:
+                front_end = triton.front_end
+            except RuntimeError:  # not running
+                return None
+            if not self._lru.touch(target_model):
                 return None
             self._in_flight[target_model] += 1
-        return FastPath(triton, port, target_model_hash(target_model))
+        return FastPath(triton, front_end, target_model_hash(target_model))
 
     def release(self, target_model: str) -> None:
         """The request counted on ``target_model`` is done."""
@@ -321,7 +337,21 @@ class EndpointRuntime(Lifecycle):
             self._in_flight[target_model] -= 1
             if self._in_flight[target_model] <= 0:
                 del self._in_flight[target_model]
+                self._release_unused(target_model)
                 self._idle.notify_all()
+
+    def timed_out(self, target_model: str) -> RuntimeResponse:
+        """SageMaker's answer when the container did not answer within the request's 60 s: a ``ModelError``
+        (not retried by clients); the inference may still run in Triton."""
+        logger.warning(
+            "endpoint %s: %s did not answer within %gs; answered ModelError (Triton may still be running it)",
+            self.endpoint_name,
+            target_model,
+            self._invoke_timeout,
+        )
+        return invocation_timed_out(
+            endpoint_name=self.endpoint_name, region=self._region, account_id=self._account_id
+        )
 
     def answer(self, target_model: str, status: int, content_type: str, body: bytes) -> RuntimeResponse:
         """The InvokeEndpoint answer for Triton's answer to a request for ``target_model``."""
@@ -371,10 +401,6 @@ class EndpointRuntime(Lifecycle):
             root=self._model_root(target_model_hash(target_model)),
             scratch=self._workdir,
         )
-
-    def _location(self, target_model: str) -> tuple[str, str]:
-        bucket, prefix = parse_s3_url(self.models.model_data_url)
-        return bucket, prefix + target_model
 
     def _acquire(self, target_model: str, deadline: float) -> tuple[str, TritonLike]:
         """Make sure ``target_model`` is loaded and count one request on it; return its hash and server.
@@ -434,28 +460,6 @@ class EndpointRuntime(Lifecycle):
             if self._waiting[target_model] <= 0:
                 del self._waiting[target_model]
             return False
-
-    def _download(self, target_model: str) -> Any:
-        """The S3 object's body, a stream (the archive is extracted as it arrives, never stored)."""
-        from botocore.exceptions import ClientError
-
-        bucket, key = self._location(target_model)
-        try:
-            response = self._s3.get_object(Bucket=bucket, Key=key)
-        except ClientError as exc:
-            code = error_code(exc)
-            if code in ("NoSuchKey", "NoSuchBucket", "404", "403", "AccessDenied"):
-                raise ModelDataNotFoundError(bucket, key) from exc
-            raise LocalStackError(f"cannot download s3://{bucket}/{key}: {exc}") from exc
-        body = response["Body"]
-        size = int(response.get("ContentLength") or 0)
-        if size > self._limits.max_bytes:
-            body.close()
-            raise ModelArchiveError(
-                f"the archive is {human_size(size)} compressed, more than the "
-                f"{human_size(self._limits.max_bytes)} it may unpack to, {self._limits.max_bytes_source}"
-            )
-        return body
 
 
 class _NotReady(Exception):

@@ -1,14 +1,12 @@
-"""Least-recently-used bookkeeping of the models loaded in one endpoint's Triton."""
+"""Least-recently-used bookkeeping of the models loaded in one endpoint's Triton: which to unload, before a
+load, for it to fit."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
 
-__all__ = ["DEFAULT_MEMORY_BUDGET", "ModelLRU"]
-
-DEFAULT_MEMORY_BUDGET = 2 * 1024**3
-"""Default budget: 2 GiB of extracted model files loaded per endpoint."""
+__all__ = ["ModelLRU"]
 
 
 class ModelLRU:
@@ -26,9 +24,7 @@ class ModelLRU:
         ([], [], True, ['b'])
     """
 
-    def __init__(
-        self, *, budget_bytes: int | None = DEFAULT_MEMORY_BUDGET, max_models: int | None = None
-    ) -> None:
+    def __init__(self, *, budget_bytes: int | None = None, max_models: int | None = None) -> None:
         if budget_bytes is not None and budget_bytes <= 0:
             raise ValueError("budget_bytes must be > 0 (or None for no limit)")
         if max_models is not None and max_models <= 0:
@@ -47,6 +43,10 @@ class ModelLRU:
     def total_bytes(self) -> int:
         """The sum of the sizes of the models held."""
         return sum(self._sizes.values())
+
+    def size_of(self, name: str) -> int:
+        """The size ``name`` is held at (0 when it is not held)."""
+        return self._sizes.get(name, 0)
 
     def names(self) -> list[str]:
         """The models held, least recently used first."""
@@ -78,6 +78,59 @@ class ModelLRU:
             evicted.append(victim)
         return evicted
 
+    def room_for(
+        self, size: int, *, pending_bytes: int = 0, pending_count: int = 0, keep: Callable[[str], bool]
+    ) -> list[str] | None:
+        """The models to unload, least recently used first, before one more model of ``size`` bytes loads.
+
+        ``pending_bytes`` and ``pending_count`` are what loads and unloads under way still hold; models
+        ``keep`` says are in use are not chosen. ``[]``: it fits now. ``None``: it does not fit even with
+        every unused model unloaded (wait for one to become unused). A model larger than the whole budget
+        fits once nothing else is held or pending.
+
+        Example:
+            >>> lru = ModelLRU(budget_bytes=100)
+            >>> lru.add("a", 40), lru.add("b", 40)
+            ([], [])
+            >>> lru.room_for(50, keep=lambda n: False), lru.room_for(50, keep=lambda n: n == "a")
+            (['a'], ['b'])
+            >>> lru.room_for(50, keep=lambda n: True) is None
+            True
+        """
+        if self.budget_bytes is not None and size > self.budget_bytes:
+            # it loads alone: every other model goes, the unused ones now
+            if not self._sizes and not pending_count:
+                return []
+            return [name for name in self._sizes if not keep(name)] or None
+        total = self.total_bytes + pending_bytes + size
+        count = len(self._sizes) + pending_count + 1
+        victims: list[str] = []
+        for name, held in self._sizes.items():
+            if not self._over(total, count):
+                break
+            if not keep(name):
+                victims.append(name)
+                total -= held
+                count -= 1
+        return None if self._over(total, count) else victims
+
+    def excess(
+        self, *, keep: Callable[[str], bool], pending_bytes: int = 0, pending_count: int = 0
+    ) -> list[str]:
+        """The unused models to unload, least recently used first, for the held ones (and the pending
+        loads and unloads) to fit again: after a model measured more than it was estimated at."""
+        total = self.total_bytes + pending_bytes
+        count = len(self._sizes) + pending_count
+        victims: list[str] = []
+        for name, held in self._sizes.items():
+            if not self._over(total, count):
+                break
+            if not keep(name):
+                victims.append(name)
+                total -= held
+                count -= 1
+        return victims
+
     def resize(self, name: str, size: int) -> bool:
         """Set the size of ``name`` (measured again) without marking it used; ``False`` if not held.
 
@@ -101,7 +154,9 @@ class ModelLRU:
             del self._sizes[name]
         return gone
 
-    def _over(self) -> bool:
-        if self.max_models is not None and len(self._sizes) > self.max_models:
+    def _over(self, total: int | None = None, count: int | None = None) -> bool:
+        count = len(self._sizes) if count is None else count
+        total = self.total_bytes if total is None else total
+        if self.max_models is not None and count > self.max_models:
             return True
-        return self.budget_bytes is not None and self.total_bytes > self.budget_bytes
+        return self.budget_bytes is not None and total > self.budget_bytes

@@ -23,6 +23,7 @@ __all__ = [
     "error_response",
     "internal_failure",
     "invalid_target_model",
+    "invocation_timed_out",
     "missing_target_model",
     "model_data_not_found",
     "model_error",
@@ -188,6 +189,34 @@ def model_error(
             "OriginalMessage": original,
             "OriginalStatusCode": original_status,
         },
+    )
+
+
+INVOCATION_TIMED_OUT = (
+    "Your invocation timed out while waiting for a response from container primary. Review the latency "
+    "metrics for each container in Amazon CloudWatch, resolve the issue, and try again."
+)
+"""What SageMaker answers when the container does not answer within 60 s, as the ``OriginalMessage`` of a
+``ModelError`` with ``OriginalStatusCode`` 0 (quoted from errors users reported, e.g.
+aws/amazon-sagemaker-examples#799 and RamVegiraju/SageMaker-Deployment#3)."""
+
+
+def invocation_timed_out(*, endpoint_name: str, region: str, account_id: str) -> RuntimeResponse:
+    """SageMaker's answer when the container did not answer in time: a ``ModelError`` (HTTP 424, which
+    clients do not retry) whose ``Message`` reads ``Received server error (0) from primary with message
+    "Your invocation timed out while waiting for a response from container primary. ..."``.
+
+    Example:
+        >>> r = invocation_timed_out(endpoint_name="e", region="us-east-1", account_id="123456789012")
+        >>> r.status, json.loads(r.body)["OriginalStatusCode"]
+        (424, 0)
+    """
+    return model_error(
+        0,
+        INVOCATION_TIMED_OUT.encode(),
+        endpoint_name=endpoint_name,
+        region=region,
+        account_id=account_id,
     )
 
 

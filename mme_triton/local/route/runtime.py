@@ -35,6 +35,12 @@ from mme_triton._sagemaker import (
     target_model_problem,
 )
 from mme_triton.errors import LocalStackError
+from mme_triton.local.route.budget import (
+    FROM_INSTANCE,
+    BudgetSetting,
+    endpoint_budget,
+    machine_memory_limit,
+)
 from mme_triton.local.route.endpoint_runtime import (
     DEFAULT_READY_TIMEOUT,
     EndpointModels,
@@ -48,7 +54,7 @@ from mme_triton.local.route.limits import (
     GiB,
     check_limits,
 )
-from mme_triton.local.route.lru import DEFAULT_MEMORY_BUDGET, ModelLRU
+from mme_triton.local.route.lru import ModelLRU
 from mme_triton.local.route.python_env import model_adapter
 from mme_triton.local.route.responses import (
     RuntimeResponse,
@@ -59,6 +65,7 @@ from mme_triton.local.route.responses import (
     not_multi_model,
     payload_too_large,
 )
+from mme_triton.local.route.volume import ModelVolume
 from mme_triton.local.triton.protocol import TritonFactory
 
 if TYPE_CHECKING:
@@ -86,8 +93,11 @@ class InvocationRuntime:
         workdir: scratch space; one sub-directory per endpoint (Triton's files and extracted models).
         region: the region in the answers (log group ARNs, console links).
         account_id: the account in the answers (``Endpoint X of account Y not found.``).
-        memory_budget: bytes of extracted model files loaded per endpoint before the least recently used
-            are unloaded; ``None`` for no byte limit.
+        memory_budget: what an endpoint's loaded models may hold: ``"instance"`` (the default) for the
+            production variant's instance type's memory for models, at most half of this machine's memory
+            (:mod:`mme_triton.local.route.budget`); bytes; or ``None`` for no byte limit.
+        reserved_memory: what an instance keeps for itself, not for models (with ``"instance"``); ``None``:
+            the instance type's documented default.
         max_models: models loaded per endpoint before the least recently used are unloaded; ``None``
             for no count limit.
         triton_factory: builds the (unstarted) Triton server of an endpoint (the stack passes
@@ -114,7 +124,8 @@ class InvocationRuntime:
         workdir: Path,
         region: str = "us-east-1",
         account_id: str = "123456789012",
-        memory_budget: int | None = DEFAULT_MEMORY_BUDGET,
+        memory_budget: BudgetSetting = FROM_INSTANCE,
+        reserved_memory: int | None = None,
         max_models: int | None = None,
         triton_factory: TritonFactory,
         adapt_gpu_configs: bool = True,
@@ -124,7 +135,10 @@ class InvocationRuntime:
         max_archive_members: int = DEFAULT_MAX_MEMBERS,
         max_compression_ratio: float = DEFAULT_MAX_COMPRESSION_RATIO,
     ) -> None:
-        ModelLRU(budget_bytes=memory_budget, max_models=max_models)  # validates both
+        endpoint_budget(memory_budget, None)  # validates it
+        ModelLRU(max_models=max_models)  # validates it
+        if reserved_memory is not None and reserved_memory < 0:
+            raise ValueError("reserved_memory must be >= 0 bytes")
         if ready_timeout <= 0:
             raise ValueError("ready_timeout must be > 0 seconds")
         check_limits(
@@ -139,6 +153,7 @@ class InvocationRuntime:
         self.region = region
         self.account_id = account_id
         self.memory_budget = memory_budget
+        self.reserved_memory = reserved_memory
         self.max_models = max_models
         self.max_payload_bytes = max_payload_bytes
         self.ready_timeout = ready_timeout
@@ -204,18 +219,26 @@ class InvocationRuntime:
         if self._s3 is None:
             triton.stop()
             raise LocalStackError("the runtime has no S3 client: call bind() first")
+        budget = endpoint_budget(
+            self.memory_budget,
+            models.instance_type,
+            reserved_memory=self.reserved_memory,
+            machine_limit=machine_memory_limit(),
+        )
+        limits = self._limits(models)
         runtime = EndpointRuntime(
             models,
             triton=triton,
             s3_client=self._s3,
             workdir=workdir,
-            lru=ModelLRU(budget_bytes=self.memory_budget, max_models=self.max_models),
+            lru=ModelLRU(budget_bytes=budget.bytes, max_models=self.max_models),
             region=self.region,
             account_id=self.account_id,
-            adapt=model_adapter(gpu=self._adapt_gpu_configs, image=models.image, limits=self._limits(models)),
+            adapt=model_adapter(gpu=self._adapt_gpu_configs, image=models.image, limits=limits),
             # the same server, started again: its settings (and warnings) were decided once
             replace=lambda _generation: triton,
-            limits=self._limits(models),
+            limits=limits,
+            volume=ModelVolume(limits.max_bytes),
             ready_timeout=self.ready_timeout,
         )
         with self._lock:
@@ -227,10 +250,12 @@ class InvocationRuntime:
             runtime.close()
             raise LocalStackError("the embedded stack is stopping")
         logger.info(
-            "endpoint %s in service: Triton at %s serving %s",
+            "endpoint %s in service: Triton on %s serving %s; memory budget %s; volume %s",
             endpoint_name,
-            getattr(triton, "url", "?"),
+            triton.address,
             models.model_data_url,
+            budget.source,
+            limits.max_bytes_source,
         )
         if previous is not None:
             # new requests go to the new server; those still on the old one finish before it stops
@@ -331,6 +356,8 @@ class InvocationRuntime:
             variant_name=variant.get("VariantName", "AllTraffic"),
             mode=mode,
             volume_size_gb=int(variant["VolumeSizeInGB"]) if variant.get("VolumeSizeInGB") else None,
+            instance_type=variant.get("InstanceType"),
+            model_cache=str((container.get("MultiModelConfig") or {}).get("ModelCacheSetting") or "Enabled"),
             image=str(container.get("Image") or ""),
         )
 

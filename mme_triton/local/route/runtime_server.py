@@ -36,10 +36,12 @@ from mme_triton.local.route.responses import (
     payload_too_large,
     request_id,
 )
+from mme_triton.local.triton.frontend import UNKNOWN_WORKER
 
 if TYPE_CHECKING:
     from mme_triton.local.route.endpoint_runtime import EndpointRuntime, FastPath
     from mme_triton.local.route.runtime import InvocationRuntime
+    from mme_triton.local.triton.frontend import FrontEnd
 
 __all__ = ["RuntimeServer"]
 
@@ -54,7 +56,13 @@ _NOT_FOUND = error_response(
 )
 
 Answer = Callable[[int, bytes, bytes], None]
-"""(status, Content-Type, body) of Triton's answer; status 0 when the connection failed."""
+"""(status, Content-Type, body) of Triton's answer; :data:`FAILED` or :data:`TIMED_OUT` for no answer."""
+
+FAILED = 0
+"""The connection to Triton failed."""
+TIMED_OUT = -1
+"""Triton did not answer in time (the request may still run there)."""
+_FRESH_TRIES = 4
 
 
 def _write(transport: asyncio.BaseTransport, head: bytes, body: bytes) -> None:
@@ -68,34 +76,35 @@ def _write(transport: asyncio.BaseTransport, head: bytes, body: bytes) -> None:
 
 
 class _Upstream(asyncio.Protocol):
-    """One keep-alive connection to Triton, one request at a time."""
+    """One keep-alive connection to Triton, one request at a time, on a known front-end worker."""
 
-    def __init__(self, pool: _UpstreamPool) -> None:
+    def __init__(self, pool: _UpstreamPool, worker: int | None) -> None:
         self._pool = pool
+        self.worker = worker
         self._reader = MessageReader(body_limit=1 << 62)
         self._transport: asyncio.Transport | None = None
         self._answer: Answer | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._counted = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)
 
-    def send(self, head: bytes, body: bytes, answer: Answer, timeout: float) -> None:
+    def send(self, head: bytes, body: bytes, answer: Answer, timeout: float, *, counted: bool) -> None:
         assert self._transport is not None
         self._answer = answer
-        self._timer = self._pool.loop.call_later(timeout, self._transport.abort)
+        self._counted = counted
+        self._timer = self._pool.loop.call_later(timeout, self._timed_out)
         _write(self._transport, head, body)
 
     def data_received(self, data: bytes) -> None:
         try:
             messages = self._reader.feed(data)
         except HttpError:
-            self._fail()
+            self._fail(FAILED)
             return
         for message in messages:
-            answer, self._answer = self._answer, None
-            if self._timer is not None:
-                self._timer.cancel()
+            answer = self._finish()
             if answer is None:
                 continue
             if message.keep_alive:
@@ -106,55 +115,96 @@ class _Upstream(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._pool.forget(self)
-        self._fail()
+        self._fail(FAILED)
 
-    def _fail(self) -> None:
+    def _timed_out(self) -> None:
+        self._fail(TIMED_OUT)
+
+    def _finish(self) -> Answer | None:
+        """The request is over: its answer callback (once), its count on the worker released."""
         answer, self._answer = self._answer, None
         if self._timer is not None:
             self._timer.cancel()
+            self._timer = None
+        if self._counted:
+            self._counted = False
+            self._pool.front_end.end(self.worker)
+        return answer
+
+    def _fail(self, status: int) -> None:
+        answer = self._finish()
         if self._transport is not None:
             self._transport.abort()
         if answer is not None:
-            answer(0, b"", b"")
+            answer(status, b"", b"")
 
     @property
     def idle(self) -> bool:
         return self._answer is None and self._transport is not None and not self._transport.is_closing()
 
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
 
 class _UpstreamPool:
-    """Idle keep-alive connections to one Triton port."""
+    """Idle keep-alive connections to one Triton's SageMaker front-end.
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, port: int) -> None:
+    A request takes the most recently used idle connection whose worker no load or unload occupies
+    (:class:`~mme_triton.local.triton.frontend.FrontEnd`); otherwise a new one, opened through the
+    server's connector on a thread (it may block) and kept if a control call holds its worker.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, front_end: FrontEnd) -> None:
         self.loop = loop
-        self.port = port
+        self.front_end = front_end
         self._idle: list[_Upstream] = []
 
     def request(self, head: bytes, body: bytes, answer: Answer, timeout: float) -> None:
-        while self._idle:
-            connection = self._idle.pop()
-            if connection.idle:
-                connection.send(head, body, answer, timeout)
+        for index in range(len(self._idle) - 1, -1, -1):
+            connection = self._idle[index]
+            if not connection.idle:
+                del self._idle[index]
+            elif self.front_end.begin(connection.worker):
+                del self._idle[index]
+                connection.send(head, body, answer, timeout, counted=True)
                 return
         task = self.loop.create_task(self._connect())
 
-        def connected(done: asyncio.Future[_Upstream]) -> None:
+        def connected(done: asyncio.Future[tuple[_Upstream, bool]]) -> None:
             if done.cancelled() or done.exception() is not None:
-                answer(0, b"", b"")
+                answer(FAILED, b"", b"")
             else:
-                done.result().send(head, body, answer, timeout)
+                connection, counted = done.result()
+                connection.send(head, body, answer, timeout, counted=counted)
 
         task.add_done_callback(connected)
 
-    async def _connect(self) -> _Upstream:
-        _, protocol = await self.loop.create_connection(lambda: _Upstream(self), "127.0.0.1", self.port)
-        return protocol
+    async def _connect(self) -> tuple[_Upstream, bool]:
+        """A new connection on a worker no control call occupies (counted on it), or after a few tries the
+        last one opened, uncounted (every worker occupied: wait behind one, as a client would)."""
+        front = self.front_end
+        for attempt in range(_FRESH_TRIES):
+            sock, worker = await self.loop.run_in_executor(None, lambda: front.connect(timeout=10.0))
+            sock.setblocking(False)
+            upstream = _Upstream(self, worker)
+            _, connection = await self.loop.create_connection(lambda: upstream, sock=sock)  # noqa: B023
+            if front.begin(worker):
+                return connection, True
+            if attempt == _FRESH_TRIES - 1:
+                return connection, False
+            if worker == UNKNOWN_WORKER:
+                connection.close()
+            else:
+                self.checkin(connection)
+            await self.loop.run_in_executor(None, front.wait_settled, 0.02 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     def checkin(self, connection: _Upstream) -> None:
         if len(self._idle) < _IDLE_UPSTREAM:
             self._idle.append(connection)
-        elif connection._transport is not None:
-            connection._transport.close()
+        else:
+            connection.close()
 
     def forget(self, connection: _Upstream) -> None:
         with contextlib.suppress(ValueError):
@@ -162,8 +212,7 @@ class _UpstreamPool:
 
     def close(self) -> None:
         for connection in self._idle:
-            if connection._transport is not None:
-                connection._transport.close()
+            connection.close()
         self._idle.clear()
 
 
@@ -246,6 +295,7 @@ class RuntimeServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
+        # one pool per Triton process: a server started again has a new connector
         self._upstreams: dict[int, _UpstreamPool] = {}
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="invoke")
         self.connections: set[asyncio.Transport] = set()
@@ -365,20 +415,24 @@ class RuntimeServer:
     ) -> None:
         loop = self._loop
         assert loop is not None
-        pool = self._upstreams.get(fast.port)
-        if pool is None:
-            pool = self._upstreams[fast.port] = _UpstreamPool(loop, fast.port)
+        pool = self._upstreams.get(id(fast.triton))
+        if pool is None or pool.front_end is not fast.front_end:
+            if pool is not None:
+                pool.close()
+            pool = self._upstreams[id(fast.triton)] = _UpstreamPool(loop, fast.front_end)
         head = (
-            f"POST /models/{fast.model_hash}/invoke HTTP/1.1\r\nHost: 127.0.0.1:{fast.port}\r\n"
+            f"POST /models/{fast.model_hash}/invoke HTTP/1.1\r\nHost: 127.0.0.1:{fast.front_end.port}\r\n"
             f"{TARGET_MODEL_HEADER}: {target_model}\r\nContent-Type: {content_type}\r\n"
             f"Content-Length: {len(body)}\r\n\r\n"
         ).encode("latin-1", "replace")
 
         def answered(status: int, answer_type: bytes, answer: bytes) -> None:
             endpoint.release(target_model)
-            if status == 0:
+            if status == TIMED_OUT:
+                reply(endpoint.timed_out(target_model))
+            elif status == FAILED:
                 failure = LocalStackError(
-                    f"POST /models/{fast.model_hash}/invoke to Triton at port {fast.port}"
+                    f"POST /models/{fast.model_hash}/invoke to Triton on {fast.triton.address} failed"
                 )
                 reply(endpoint.forward_failed(fast.triton, failure))
             elif 200 <= status < 300:

@@ -5,6 +5,11 @@ S3, its extraction under ``/opt/ml/models/<hash>/model`` and the container's loa
 ModelDownloadingTime and ModelLoadingTime). The stack streams the archive from S3 into the extractor, so
 the two overlap: the time spent waiting for S3's bytes is the download, the rest of the extraction (unpacking,
 checks, the CPU adaptation) is the extract part.
+
+An unloaded model stays extracted on the endpoint's volume, as on SageMaker, so loading it again downloads
+and extracts nothing: its timings say ``from_volume`` and have no download or extract part. A load may also
+wait for room in the memory budget (the unloads made for it, or a loaded model to become unused) before
+Triton's load starts: that is ``wait_s``.
 """
 
 from __future__ import annotations
@@ -21,18 +26,24 @@ class LoadTimings:
     """The parts of one TargetModel's last load, in seconds, and its unload once it happened."""
 
     download_s: float
-    """``GetObject`` and waiting for the archive's bytes."""
+    """``GetObject`` and waiting for the archive's bytes (0 when loaded ``from_volume``)."""
     extract_s: float
-    """Unpacking the archive, checking what the stack can serve and adapting it for the CPU."""
+    """Unpacking the archive, checking what the stack can serve and adapting it for the CPU (0 when loaded
+    ``from_volume``)."""
     load_s: float
     """Triton's ``POST /models`` (the model's instances started, ``initialize`` run, warm-up done)."""
     unload_s: float | None = None
     """Triton's ``DELETE /models/<hash>``, after the model's last request finished (``None``: loaded)."""
+    wait_s: float = 0.0
+    """Waiting before Triton's load for room in the memory budget (the unloads made for it, or a loaded
+    model to become unused), or for this model's own unload still under way."""
+    from_volume: bool = False
+    """The copy already extracted on the endpoint's volume was loaded again: nothing was downloaded."""
 
     @property
     def total_s(self) -> float:
-        """Download, extract and load together."""
-        return self.download_s + self.extract_s + self.load_s
+        """Download, extract, wait and load together."""
+        return self.download_s + self.extract_s + self.wait_s + self.load_s
 
 
 class TimedBody:

@@ -2,9 +2,13 @@
 
 A SageMaker container serves only the SageMaker front-end; the stack does the same by default. NVIDIA's
 tools need Triton's own KServe v2 HTTP and gRPC endpoints (perf_analyzer asks for a model's metadata and
-statistics; model-analyzer reads the metrics too), so a server can open them as well, each on a free port
-of the loopback interface (``--http-address``/``--grpc-address``/``--metrics-address``), never on
-another interface.
+statistics; model-analyzer reads the metrics too), so a server can open them as well, on loopback only
+(``--http-address``/``--grpc-address``/``--metrics-address``), never on another interface:
+
+- in the server's own network namespace (:mod:`.netns`) Triton listens on its default ports
+  (:data:`ISOLATED`) and :func:`forward_ports` bridges each onto a free port of this host's 127.0.0.1 with a
+  :class:`~.netns.PortForward`, as the stack's tools expect an address;
+- where the kernel refuses namespaces, Triton binds free ports of this host's 127.0.0.1 itself.
 """
 
 from __future__ import annotations
@@ -12,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mme_triton.local.triton._process import free_port
+from mme_triton.local.triton.netns import Connector, PortForward
 
-__all__ = ["CLOSED", "TritonPorts", "port_args"]
+__all__ = ["CLOSED", "ISOLATED", "TritonPorts", "forward_ports", "port_args"]
 
 CLOSED = ("--allow-http=false", "--allow-grpc=false", "--allow-metrics=false")
 """The arguments of a server without its own endpoints: the SageMaker front-end only."""
@@ -21,7 +26,7 @@ CLOSED = ("--allow-http=false", "--allow-grpc=false", "--allow-metrics=false")
 
 @dataclass(frozen=True)
 class TritonPorts:
-    """Triton's own endpoints of one server, on 127.0.0.1."""
+    """Triton's own endpoints of one server, on 127.0.0.1 (of its namespace, or of this host)."""
 
     http_port: int
     grpc_port: int
@@ -46,6 +51,32 @@ class TritonPorts:
     def metrics_url(self) -> str:
         """``http://127.0.0.1:<port>/metrics``: Triton's Prometheus metrics."""
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+
+ISOLATED = TritonPorts(8000, 8001, 8002)
+"""Where Triton listens inside its own network namespace: its default HTTP, gRPC and metrics ports."""
+
+
+def forward_ports(
+    connector: Connector, ports: TritonPorts | None
+) -> tuple[TritonPorts | None, list[PortForward]]:
+    """Triton's endpoints as this host reaches them, and the forwards that bridge them.
+
+    ``ports`` are where Triton listens; for a server in its own namespace (``connector.isolated``) each is
+    forwarded onto a free port of this host's 127.0.0.1, otherwise they are this host's already.
+    """
+    if ports is None or not connector.isolated:
+        return ports, []
+    forwards: list[PortForward] = []
+    try:
+        for port in (ports.http_port, ports.grpc_port, ports.metrics_port):
+            forwards.append(PortForward(connector, port).start())
+    except BaseException:
+        for forward in forwards:
+            forward.stop()
+        raise
+    http, grpc, metrics = (forward.listen_port or 0 for forward in forwards)
+    return TritonPorts(http, grpc, metrics), forwards
 
 
 def port_args(ports: TritonPorts | None) -> tuple[str, ...]:

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from mme_triton.local.triton.frontend import FrontEnd
+    from mme_triton.local.triton.netns import Connector
     from mme_triton.local.triton.procfs import StubProcess
 
 __all__ = ["TritonFactory", "TritonLike"]
@@ -21,6 +23,12 @@ class TritonLike(Protocol):
 
     @property
     def port(self) -> int | None: ...
+    @property
+    def connector(self) -> Connector: ...
+    @property
+    def front_end(self) -> FrontEnd: ...
+    @property
+    def address(self) -> str: ...
     @property
     def returncode(self) -> int | None: ...
     def start(self) -> None: ...

@@ -2,10 +2,10 @@
 
 The binary, the python backend and its stubs come from the ``nvidia-pytriton`` wheel (the ``local`` extra).
 :class:`TritonServer` starts one ``tritonserver`` with ``SAGEMAKER_MULTI_MODEL=true`` and
-``--allow-sagemaker=true`` on a free port, HTTP, gRPC and metrics off unless asked for (:mod:`.ports`), so
-several servers can run side by side. Models are loaded, invoked and unloaded through the routes SageMaker's
-platform uses inside a multi-model container (``POST /models``, ``/models/<hash>/invoke``, ``DELETE``).
-Only the standard library is used here: the HTTP calls go through :mod:`http.client`.
+``--allow-sagemaker=true``, in a network namespace of its own, with HTTP, gRPC and metrics off unless asked
+for (:mod:`.ports`), so several servers can run side by side. Models are loaded, invoked and unloaded
+through the routes SageMaker's platform uses in a multi-model container (``POST /models``,
+``POST /models/<hash>/invoke``, ``DELETE /models/<hash>``), with :mod:`http.client`.
 """
 
 from __future__ import annotations
@@ -24,22 +24,31 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from mme_triton._sagemaker import TARGET_MODEL_HEADER
+from mme_triton._sagemaker import INVOCATION_TIMEOUT_SECONDS, TARGET_MODEL_HEADER
 from mme_triton.errors import LocalStackError
-from mme_triton.local.triton._http import ConnectionPool
+from mme_triton.local.triton import netns
+from mme_triton.local.triton._http import ConnectionPool, control_request, ping
 from mme_triton.local.triton._process import (
     LOG_TAIL_BYTES,
+    TritonLoadError,
+    TritonRequestError,
+    TritonStartError,
+    TritonTimeoutError,
     _PortInUseError,
     check_hash,
     error_message,
     finalize,
     free_port,
-    log_summary,
     read_tail,
-    startup_failure,
+    server_argv,
+    socket_directory,
+    spawn,
     terminate,
+    wait_until_ready,
 )
-from mme_triton.local.triton.ports import TritonPorts, port_args
+from mme_triton.local.triton.frontend import FrontEnd
+from mme_triton.local.triton.netns import Connector, PortForward
+from mme_triton.local.triton.ports import ISOLATED, TritonPorts, forward_ports, port_args
 from mme_triton.local.triton.procfs import (
     StubProcess,
     new_shm_prefix,
@@ -54,6 +63,7 @@ from mme_triton.local.triton.wheel import (
     find_triton,
     prepare_backends,
     python_info,
+    python_stub,
     server_environment,
 )
 
@@ -64,40 +74,22 @@ __all__ = [
     "TritonRequestError",
     "TritonServer",
     "TritonStartError",
+    "TritonTimeoutError",
     "find_triton",
 ]
 
 logger = logging.getLogger(__name__)
 
 
-class TritonRequestError(LocalStackError):
-    """Triton's SageMaker front-end answered a control request with an error status."""
-
-    def __init__(self, message: str, *, status: int, model_hash: str | None = None) -> None:
-        self.status = status
-        self.message = message
-        self.model_hash = model_hash
-        super().__init__(f"Triton answered HTTP {status}: {message}")
-
-
-class TritonStartError(LocalStackError):
-    """``tritonserver`` exited while starting; the message carries its reason, ``log`` the log's tail."""
-
-    def __init__(self, message: str, *, returncode: int, log: str) -> None:
-        self.returncode = returncode
-        self.log = log
-        super().__init__(message)
-
-
-class TritonLoadError(TritonRequestError):
-    """``POST /models`` failed: ``status`` is Triton's HTTP status (400, 507 ...), ``message`` its error."""
-
-
 class TritonServer:
-    """One tritonserver process with the SageMaker front-end in multi-model mode, on a free port.
+    """One tritonserver process with the SageMaker front-end in multi-model mode, off the network.
 
     The server has an empty model repository and ``--model-control-mode=explicit``: models come and go
-    through :meth:`load` and :meth:`unload`, exactly as SageMaker's platform drives the front-end.
+    through :meth:`load` and :meth:`unload`, exactly as SageMaker's platform drives the front-end. It runs
+    in a network namespace of its own (:mod:`mme_triton.local.triton.netns`), where the front-end listens
+    on port 8080 as in SageMaker's container, reachable from this host only through :attr:`connector`
+    (a unix socket). Where the kernel refuses unprivileged namespaces it listens on a free port of this
+    host instead, on every interface, and a warning says so once.
 
     Parameters:
         workdir: where the server's scratch directory (backends, empty repository, log) is created;
@@ -110,7 +102,8 @@ class TritonServer:
         startup_timeout: seconds to wait for ``GET /ping`` to answer 200.
         python_executable: the interpreter whose packages python-backend models see (default: the running
             one); its bin directory goes first on ``PATH`` and the matching stub is used.
-        triton_ports: also open Triton's HTTP, gRPC and metrics endpoints on 127.0.0.1 (:attr:`triton_ports`).
+        triton_ports: also open Triton's HTTP, gRPC and metrics endpoints on 127.0.0.1 of this host
+            (:attr:`triton_ports`; from its own namespace, through a :class:`~.netns.PortForward` each).
 
     Example::
 
@@ -144,11 +137,15 @@ class TritonServer:
         self._python_executable = python_executable
         self._open_ports = triton_ports
         self._ports: TritonPorts | None = None
+        self._forwards: list[PortForward] = []
         self._process: subprocess.Popen[bytes] | None = None
         self._log_file: IO[bytes] | None = None
         self._tmp: str | None = None
         self._finalizer: weakref.finalize[..., TritonServer] | None = None
         self._port: int | None = None
+        self._connector: Connector | None = None
+        self._front_end: FrontEnd | None = None
+        self._sockets: str | None = None
         self._returncode: int | None = None
         self._shm_prefix = ""
         self._log_path: Path | None = None
@@ -173,12 +170,7 @@ class TritonServer:
                 raise RuntimeError("this TritonServer is already running")
             installation = find_triton()
             python = python_info(self._python_executable)
-            stub = installation.stubs / python.version / "triton_python_backend_stub"
-            if not stub.is_file():
-                raise LocalStackError(
-                    f"nvidia-pytriton has no python-backend stub for Python {python.version} "
-                    f"(looked for {stub}); use a Python it supports (3.8-3.13)"
-                )
+            stub = python_stub(installation, python)
             if self._workdir is not None:
                 self._workdir.mkdir(parents=True, exist_ok=True)
             tmp = tempfile.mkdtemp(prefix="mme-triton-", dir=self._workdir)
@@ -230,16 +222,31 @@ class TritonServer:
     # -- state -------------------------------------------------------------------------------------
 
     @property
-    def url(self) -> str:
-        """``http://127.0.0.1:<port>``: the SageMaker front-end."""
-        if self._port is None:
-            raise RuntimeError("the server has not been started")
-        return f"http://127.0.0.1:{self._port}"
+    def port(self) -> int | None:
+        """The SageMaker front-end's port where the server listens (8080 inside its own network namespace),
+        ``None`` before :meth:`start`."""
+        return self._port
 
     @property
-    def port(self) -> int | None:
-        """The SageMaker front-end's port, ``None`` before :meth:`start`."""
-        return self._port
+    def connector(self) -> Connector:
+        """Opens connections to the server's ports (``connector.connect(server.port)``)."""
+        if self._connector is None:
+            raise RuntimeError("the server has not been started")
+        return self._connector
+
+    @property
+    def front_end(self) -> FrontEnd:
+        """The SageMaker front-end: connections to it, each on a known worker thread."""
+        if self._front_end is None:
+            raise RuntimeError("the server is not running")
+        return self._front_end
+
+    @property
+    def address(self) -> str:
+        """Where the SageMaker front-end listens, in words (for messages)."""
+        if self._connector is None or self._port is None:
+            return "(not started)"
+        return self._connector.where(self._port)
 
     @property
     def pid(self) -> int | None:
@@ -296,15 +303,14 @@ class TritonServer:
         body = json.dumps({"model_name": model_hash, "url": str(Path(model_dir).absolute())}).encode()
         headers = {TARGET_MODEL_HEADER: target_model, "Content-Type": "application/json"}
         started = time.monotonic()
-        status, _, answer = self._request("POST", "/models", body, headers, timeout)
+        status, _, answer = self._request("POST", "/models", body, headers, timeout, control=True)
         if status == 409:
             logger.debug("model %s (%s) is already loaded", model_hash, target_model)
             self._targets[model_hash] = target_model
             return
         if status != 200:
-            raise TritonLoadError(
-                error_message(answer) or self._failure_hint(), status=status, model_hash=model_hash
-            )
+            message = error_message(answer) or f"no message from Triton; log tail:\n{self.log_tail()}"
+            raise TritonLoadError(message, status=status, model_hash=model_hash)
         self._targets[model_hash] = target_model
         logger.debug("loaded %s as %s in %.2fs", target_model, model_hash, time.monotonic() - started)
 
@@ -326,7 +332,9 @@ class TritonServer:
         check_hash(model_hash)
         target = target_model or self._targets.get(model_hash)
         headers = {TARGET_MODEL_HEADER: target} if target else {}
-        status, _, answer = self._request("DELETE", f"/models/{model_hash}", b"", headers, timeout)
+        status, _, answer = self._request(
+            "DELETE", f"/models/{model_hash}", b"", headers, timeout, control=True
+        )
         self._targets.pop(model_hash, None)
         if status == 404:
             logger.debug("model %s was not loaded", model_hash)
@@ -343,6 +351,7 @@ class TritonServer:
             Triton's status, its response headers (names lower-cased) and its body, unchanged.
 
         Raises:
+            TritonTimeoutError: no answer within ``timeout`` (the request may still run in Triton).
             LocalStackError: the server is not reachable (the message carries the log tail if it died).
         """
         check_hash(model_hash)
@@ -351,11 +360,8 @@ class TritonServer:
 
     def ping(self, *, timeout: float = 5.0) -> bool:
         """``True`` when ``GET /ping`` answers 200."""
-        try:
-            status, _, _ = self._request("GET", "/ping", b"", {}, timeout)
-        except LocalStackError:
-            return False
-        return status == 200
+        connector, port = self._connector, self._port
+        return connector is not None and port is not None and ping(connector, port, timeout=timeout)
 
     # -- memory ------------------------------------------------------------------------------------
 
@@ -388,105 +394,98 @@ class TritonServer:
         self, installation: TritonInstallation, backends: Path, repository: Path, env: dict[str, str]
     ) -> None:
         assert self._log_path is not None and self._tmp is not None
-        self._port = free_port()
-        self._ports = TritonPorts.free() if self._open_ports else None
         self._shm_prefix = new_shm_prefix()
         remove_orphaned_shm_regions()  # what killed processes left (docs/local-triton.md)
-        # The serve script's arguments first; then what the stack must decide, which wins over them.
-        argv = [
-            str(installation.server),
-            "--exit-timeout-secs=5",
-            f"--log-verbose={self._log_verbose}",
-            *self._extra_args,
-            "--allow-sagemaker=true",
-            f"--sagemaker-port={self._port}",
-            *port_args(self._ports),
-            "--allow-vertex-ai=false",
-            "--model-control-mode=explicit",
-            f"--model-repository={repository}",
-            f"--backend-directory={backends}",
-            f"--backend-config=python,shm-region-prefix-name={self._shm_prefix}",
-        ]
-        log_file = self._log_path.open("wb")
+        if self._sockets is None:
+            self._sockets = socket_directory()
+        self._connector, problem = netns.placement(self._sockets)
+        if problem is None:  # Triton's own ports too are inside its namespace, forwarded once it is ready
+            self._port, own_ports = netns.ISOLATED_PORT, ISOLATED if self._open_ports else None
+        else:
+            self._port, own_ports = free_port(), TritonPorts.free() if self._open_ports else None
+            netns.warn_reachable(self._port, problem)
+        argv = server_argv(
+            installation.server,
+            log_verbose=self._log_verbose,
+            extra_args=self._extra_args,
+            port=self._port,
+            repository=repository,
+            backends=backends,
+            shm_prefix=self._shm_prefix,
+            own_ports=port_args(own_ports),
+        )
+        if self._connector.socket_path is not None:
+            argv = netns.isolated_command(argv, self._connector.socket_path)
         started = time.monotonic()
-        try:
-            process = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=self._tmp,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            log_file.close()
-            raise LocalStackError(f"cannot run {installation.server}: {exc}") from exc
+        process, log_file = spawn(argv, log_path=self._log_path, env=env, cwd=self._tmp)
         self._process = process
         self._log_file = log_file
-        self._finalizer = weakref.finalize(self, finalize, process, log_file, self._tmp, self._shm_prefix)
-        logger.debug("started tritonserver pid %d on port %d", process.pid, self._port)
-        deadline = started + self._startup_timeout
-        while True:
-            code = process.poll()
-            if code is not None:
-                self._returncode = code
-                tail = log_summary(self._log_path)
-                self._finalizer.detach()
-                self._process = None
-                log_file.close()
-                self._log_file = None
-                if "already in use" in tail:
-                    raise _PortInUseError(f"port {self._port} was already in use")
-                reason = startup_failure(self._log_path)
-                raise TritonStartError(
-                    f"tritonserver exited with status {code} while starting: {reason}",
-                    returncode=code,
-                    log=tail,
-                )
-            if self.ping(timeout=1.0):
-                self.startup_seconds = time.monotonic() - started
-                logger.info("tritonserver ready at %s in %.2fs", self.url, self.startup_seconds)
-                return
-            if time.monotonic() > deadline:
-                tail = log_summary(self._log_path)
-                terminate(process, 5.0)
-                self._returncode = process.returncode
-                self._finalizer.detach()
-                self._process = None
-                raise LocalStackError(
-                    f"tritonserver was not ready after {self._startup_timeout:.0f}s:\n{tail}"
-                )
-            time.sleep(0.05)
+        self._finalizer = weakref.finalize(
+            self, finalize, process, log_file, (self._tmp, self._sockets), self._shm_prefix
+        )
+        logger.debug("started tritonserver pid %d on %s", process.pid, self.address)
+        try:
+            wait_until_ready(
+                process, self._log_path, self.ping, started=started, timeout=self._startup_timeout
+            )
+        except LocalStackError:  # it exited, or it was stopped for not answering in time
+            self._returncode = process.returncode
+            self._finalizer.detach()
+            self._process = None
+            log_file.close()
+            self._log_file = None
+            raise
+        self._front_end = FrontEnd(self._connector, self._port, process.pid)
+        self._ports, self._forwards = forward_ports(self._connector, own_ports)
+        self.startup_seconds = time.monotonic() - started
+        logger.info("tritonserver ready on %s in %.2fs", self.address, self.startup_seconds)
 
     def _cleanup(self) -> None:
+        if self._process is not None and self._process.poll() is None:  # start() failed after spawning it
+            terminate(self._process, 5.0)
         if self._finalizer is not None:
             self._finalizer.detach()
             self._finalizer = None
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None
-        if self._tmp is not None:
-            shutil.rmtree(self._tmp, ignore_errors=True)
-            self._tmp = None
+        for directory in (self._tmp, self._sockets):
+            if directory is not None:
+                shutil.rmtree(directory, ignore_errors=True)
+        self._tmp = self._sockets = None
         if self._shm_prefix:
             # Regions a killed server or stub left behind would hold their memory until removed.
             remove_shm_regions(self._shm_prefix)
-        self._process = None
+        if self._front_end is not None:
+            self._front_end.close()
+        for forward in self._forwards:
+            forward.stop()
+        self._forwards = []
+        self._process = self._front_end = self._ports = None
         self._targets.clear()
         self._pool.close()
 
-    def _failure_hint(self) -> str:
-        return f"no message from Triton; log tail:\n{self.log_tail()}"
-
     def _request(
-        self, method: str, path: str, body: bytes, headers: Mapping[str, str], timeout: float
+        self,
+        method: str,
+        path: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        timeout: float,
+        *,
+        control: bool = False,
     ) -> tuple[int, dict[str, str], bytes]:
-        port = self._port
-        if port is None:
+        """A request (``control``: a load or unload, on a worker it reserves; see :mod:`.frontend`)."""
+        front = self._front_end
+        if front is None:
             raise LocalStackError("the Triton server is not running")
         try:
-            return self._pool.request(port, method, path, body, headers, timeout)
+            if control:  # the invocations already running on its worker finish first
+                drain = min(timeout, INVOCATION_TIMEOUT_SECONDS)
+                return control_request(front, method, path, body, headers, timeout, drain_timeout=drain)
+            return self._pool.request(front, method, path, body, headers, timeout)
+        except TimeoutError as exc:
+            raise TritonTimeoutError(f"{method} {path}: Triton did not answer within {timeout:g}s") from exc
         except (OSError, http.client.HTTPException) as exc:
             raise self._unreachable(method, path, exc) from exc
 
@@ -497,4 +496,4 @@ class TritonServer:
                 f"tritonserver exited with status {process.returncode}; {method} {path} failed:\n"
                 f"{self.log_tail()}"
             )
-        return LocalStackError(f"{method} {path} to Triton at port {self._port} failed: {exc}")
+        return LocalStackError(f"{method} {path} to Triton on {self.address} failed: {exc}")

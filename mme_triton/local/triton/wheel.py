@@ -26,6 +26,7 @@ __all__ = [
     "find_triton",
     "prepare_backends",
     "python_info",
+    "python_stub",
     "server_environment",
 ]
 
@@ -117,6 +118,21 @@ def python_info(executable: str | None) -> PythonInfo:
     except (OSError, subprocess.SubprocessError, ValueError) as exc:
         raise LocalStackError(f"cannot query the Python interpreter {executable!r}: {exc}") from exc
     return PythonInfo(executable=executable, version=str(version), libdir=str(libdir))
+
+
+def python_stub(installation: TritonInstallation, python: PythonInfo) -> Path:
+    """The wheel's python-backend stub for ``python``'s version.
+
+    Raises:
+        LocalStackError: the wheel has none for that version.
+    """
+    stub = installation.stubs / python.version / "triton_python_backend_stub"
+    if not stub.is_file():
+        raise LocalStackError(
+            f"nvidia-pytriton has no python-backend stub for Python {python.version} "
+            f"(looked for {stub}); use a Python it supports (3.8-3.13)"
+        )
+    return stub
 
 
 def prepare_backends(directory: Path, installation: TritonInstallation, stub: Path) -> Path:
