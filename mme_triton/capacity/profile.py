@@ -30,9 +30,12 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mme_triton.capacity._units import parse_duration, parse_size
+
+if TYPE_CHECKING:
+    from mme_triton.profile.report import CandidateResult, ProfileReport
 
 __all__ = ["MAX_COPIES", "MAX_PROFILE_FILE_BYTES", "ModelProfile", "copy_name", "expand"]
 
@@ -164,6 +167,77 @@ class ModelProfile:
         """The TargetModels this profile stands for, in order (one per copy)."""
         return [copy_name(self.name, index, self.copies) for index in range(self.copies)]
 
+    @classmethod
+    def from_report(
+        cls,
+        report: ProfileReport,
+        candidate: str | CandidateResult | None = None,
+        *,
+        name: str | None = None,
+        copies: int = 1,
+        **fields: Any,
+    ) -> ModelProfile:
+        """The profile of one candidate of a :func:`~mme_triton.profile_model` report: the winner
+        (:attr:`ProfileReport.best`) by default, else the candidate of that name (or that result).
+
+        What is carried over: ``memory_bytes``; ``cold_start_s`` = download + extract + load (the
+        report's ``cold_start_s`` is the whole first request, its inference included: without the parts,
+        the service time is taken off it); ``reload_s`` = the load alone (an unloaded model is loaded again
+        from the volume); ``unload_s``; ``service_time_s`` (the mean latency at the lowest stable
+        concurrency); ``instances``; ``max_batch_size`` when the candidate turns on dynamic batching (else
+        1: without Triton's dynamic batcher, requests are not merged). ``fields`` replace any of them
+        (``batch_item_s=``, ``max_batch_size=``, ...).
+
+        Parameters:
+            report: a :class:`~mme_triton.profile.report.ProfileReport`.
+            candidate: a candidate's name or its ``CandidateResult``; ``None``: the winner.
+            name: the TargetModel; default: the profiled model directory's name + ``.tar.gz``.
+            copies: how many models the profile stands for.
+
+        Raises:
+            ValueError: no candidate won, the candidate was not measured (``invalid`` or ``failed``), or
+                a figure the profile needs was not measured (give it in ``fields``).
+            KeyError: no candidate of that name.
+
+        Example::
+
+            report = mt.profile_model("repo/resnet", candidates=Candidate.grid(max_batch_size=[1, 8]))
+            resnet = mt.ModelProfile.from_report(report, copies=100)
+        """
+        result = _candidate(report, candidate)
+        if result.status != "ok":
+            problems = "; ".join(result.problems[:1]) or "no measurement"
+            raise ValueError(f"candidate {result.name} was not measured ({result.status}: {problems})")
+        label = name or f"{Path(result.model_dir).name}.tar.gz"
+        service = result.service_time_s
+        parts = [result.download_s, result.extract_s]
+        if result.load_s is not None:
+            cold: float | None = sum(part or 0.0 for part in parts) + result.load_s
+            reload: float | None = result.load_s
+        elif result.cold_start_s is not None:
+            cold, reload = max(0.0, result.cold_start_s - (service or 0.0)), None
+        else:
+            cold = reload = None
+        batching = bool(result.candidate.options.get("dynamic_batching"))
+        values: dict[str, Any] = {
+            "memory_bytes": result.memory_bytes,
+            "cold_start_s": cold,
+            "service_time_s": service,
+            "copies": copies,
+            "instances": result.instances or 1,
+            "reload_s": reload,
+            "unload_s": result.unload_s or 0.0,
+            "max_batch_size": max(1, result.max_batch_size or 1) if batching else 1,
+        }
+        values.update(fields)
+        missing = [key for key in ("memory_bytes", "cold_start_s", "service_time_s") if values[key] is None]
+        if missing:
+            raise ValueError(
+                f"candidate {result.name}: the report has no {', '.join(missing)}; give "
+                + ", ".join(f"{key}=" for key in missing)
+            )
+        return cls(label, **values)
+
     def to_dict(self) -> dict[str, Any]:
         """The fields as JSON values (what :meth:`from_dict` and the profile files take)."""
         return {name: getattr(self, name) for name in _FIELDS}
@@ -241,6 +315,17 @@ class ModelProfile:
         else:
             path.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
         return path
+
+
+def _candidate(report: ProfileReport, candidate: str | CandidateResult | None) -> CandidateResult:
+    if candidate is None:
+        best = report.best
+        if best is None:
+            raise ValueError(f"the report has no winner to profile: {report.reason}")
+        return best
+    if isinstance(candidate, str):
+        return report.result(candidate)
+    return candidate
 
 
 def _integer(value: Any, what: str) -> int:

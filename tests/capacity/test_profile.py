@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from mme_triton import Candidate, ProfileReport
 from mme_triton.capacity.profile import MAX_COPIES, ModelProfile, copy_name
+from mme_triton.profile.load import Level
+from mme_triton.profile.report import CandidateResult
 
 MiB = 1024**2
 
@@ -156,3 +159,92 @@ def test_model_profile_load_refuses_a_huge_file_without_reading_it(tmp_path: Pat
         sparse.truncate(64 * MiB)
     with pytest.raises(ValueError, match="a profile file is at most"):
         ModelProfile.load(path)
+
+
+# -- from a profile report -----------------------------------------------------------------------------
+
+
+def _measured(
+    name: str,
+    *,
+    mean_ms: float,
+    throughput: float,
+    memory: int | None = 120 * MiB,
+    parts: tuple[float | None, float | None, float | None] = (0.4, 0.3, 1.1),
+    cold: float | None = 2.0,
+    **options: object,
+) -> CandidateResult:
+    level = Level(1, None, True, throughput, mean_ms, mean_ms, mean_ms, mean_ms * 2, mean_ms, 200, 0)
+    download, extract, load = parts
+    return CandidateResult(
+        name=name,
+        candidate=Candidate(name, **options),
+        model_dir="/models/repo/sleepy",
+        target_model=f"sleepy-{name}.tar.gz",
+        cold_start_s=cold,
+        download_s=download,
+        extract_s=extract,
+        load_s=load,
+        unload_s=0.25,
+        memory_bytes=memory,
+        levels=[level],
+        max_batch_size=8,
+        instances=2,
+    )
+
+
+def _report() -> ProfileReport:
+    return ProfileReport(
+        [
+            _measured("slow", mean_ms=40.0, throughput=25.0),
+            _measured("batching", mean_ms=20.0, throughput=90.0, memory=150 * MiB, dynamic_batching=True),
+        ]
+    )
+
+
+def test_model_profile_from_report_takes_the_winner_by_default() -> None:
+    report = _report()
+    assert report.best is not None and report.best.name == "batching"
+    profile = ModelProfile.from_report(report, copies=50)
+
+    best = report.best
+    assert profile.name == "sleepy.tar.gz"  # the profiled directory's name, not the scratch TargetModel
+    assert profile.copies == 50 and len(profile.names()) == 50
+    assert profile.memory_bytes == best.memory_bytes
+    assert profile.service_time_s == pytest.approx(best.service_time_s)
+    assert profile.cold_start_s == pytest.approx(0.4 + 0.3 + 1.1)  # download + extract + load
+    assert profile.reload_s == pytest.approx(1.1)  # from the volume: the load alone
+    assert profile.unload_s == pytest.approx(0.25)
+    assert profile.instances == 2
+    assert profile.max_batch_size == 8  # the candidate turns on dynamic batching
+
+
+def test_model_profile_from_report_takes_a_named_or_given_candidate() -> None:
+    report = _report()
+    slow = ModelProfile.from_report(report, "slow", name="m.tar.gz")
+    assert (slow.name, slow.service_time_s, slow.memory_bytes) == ("m.tar.gz", 0.04, 120 * MiB)
+    assert slow.max_batch_size == 1  # no dynamic batcher: Triton does not merge requests
+    given = ModelProfile.from_report(report, report.results[0], batch_item_s=0.002, instances=1)
+    assert (given.batch_item_s, given.instances) == (0.002, 1)
+    with pytest.raises(KeyError, match="no candidate 'fast'"):
+        ModelProfile.from_report(report, "fast")
+
+
+def test_model_profile_from_report_without_load_parts_takes_the_service_time_off_the_cold_start() -> None:
+    report = ProfileReport([_measured("one", mean_ms=50.0, throughput=20.0, parts=(None, None, None))])
+    profile = ModelProfile.from_report(report)
+    assert profile.cold_start_s == pytest.approx(2.0 - 0.05)
+    assert profile.reload_s is None
+
+
+def test_model_profile_from_report_refuses_what_was_not_measured() -> None:
+    failed = _measured("broken", mean_ms=10.0, throughput=5.0)
+    failed.status, failed.problems = "failed", ["the first request failed: 500"]
+    with pytest.raises(ValueError, match="no winner to profile"):
+        ModelProfile.from_report(ProfileReport([failed]))
+    with pytest.raises(ValueError, match=r"broken was not measured \(failed: the first request failed"):
+        ModelProfile.from_report(ProfileReport([failed]), "broken")
+    no_memory = ProfileReport([_measured("one", mean_ms=10.0, throughput=5.0, memory=None)])
+    with pytest.raises(ValueError, match="no memory_bytes; give memory_bytes="):
+        ModelProfile.from_report(no_memory)
+    assert ModelProfile.from_report(no_memory, memory_bytes=MiB).memory_bytes == MiB
