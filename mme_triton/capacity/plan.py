@@ -11,7 +11,7 @@ import io
 import json
 import logging
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +24,11 @@ from mme_triton.endpoint.instance_specs import InstanceType
 from mme_triton.endpoint.instance_specs import instance_type as as_instance_type
 
 if TYPE_CHECKING:
+    import os
+
     from matplotlib.figure import Figure
+
+    from mme_triton.capacity.validate import Validation
 
 __all__ = ["DEFAULT_INSTANCE_TYPES", "CapacityPlan", "PlanRow", "plan_capacity"]
 
@@ -149,6 +153,7 @@ class CapacityPlan:
         traffic: what the traffic was (description, requests, duration, models).
         models: the model profiles, as dicts.
         seed: the routing seed.
+        requests: the :class:`Traffic` itself, for :meth:`validate` (``None`` for a plan read from JSON).
     """
 
     rows: tuple[PlanRow, ...]
@@ -156,6 +161,7 @@ class CapacityPlan:
     traffic: dict[str, Any]
     models: tuple[dict[str, Any], ...]
     seed: int = 0
+    requests: Traffic | None = dataclasses.field(default=None, repr=False)
 
     def _meeting(self) -> list[PlanRow]:
         return [row for row in self.rows if row.meets_targets]
@@ -261,6 +267,27 @@ class CapacityPlan:
                         values[key] = int(text) if key in _INTS else float(text)
                 rows.append(PlanRow(**values))
         return rows
+
+    def validate(
+        self, models: Mapping[str, str | os.PathLike[str]], *, stack: Any = None, **options: Any
+    ) -> Validation:
+        """Replay this plan's traffic on an endpoint of the chosen row's instance type (the embedded
+        stack's with ``stack=``, else AWS's with ``boto3_session=``, ``role=``, ``model_data_url=``) and
+        compare its CloudWatch metrics with the prediction:
+        :func:`~mme_triton.capacity.validate.validate_plan` (``row=``, ``max_requests=``, ``time_scale=``,
+        ... are its).
+
+        Example::
+
+            plan = mt.plan_capacity([linear], traffic, instance_types=["ml.c5.xlarge"])
+            with LocalStack(max_models=3, metrics_period=1) as stack:
+                checked = plan.validate({"linear.tar.gz": "repo/linear"}, stack=stack, time_scale=0.1)
+            print(checked)                       # predicted, measured and error per figure
+            checked["cache_hit_ratio"].error
+        """
+        from mme_triton.capacity.validate import validate_plan
+
+        return validate_plan(self, models, stack=stack, **options)
 
     def plot(self) -> Figure:
         """A matplotlib figure: hit ratio and p99 latency against instance count, one line per type, the
@@ -399,5 +426,5 @@ def plan_capacity(
         "models": len(traffic.names),
     }
     return CapacityPlan(
-        tuple(rows), targets, described, tuple(profile.to_dict() for profile in profiles), seed
+        tuple(rows), targets, described, tuple(profile.to_dict() for profile in profiles), seed, traffic
     )

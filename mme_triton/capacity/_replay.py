@@ -1,0 +1,184 @@
+"""Replaying requests on an endpoint for :func:`~mme_triton.capacity.validate.validate_plan`.
+
+Each model directory is packaged once; every TargetModel the replay names is uploaded as that archive
+under its own name (an :class:`~mme_triton.artifact.package.Artifact` renamed: SageMaker serves whatever
+object is at ``<ModelDataUrl><TargetModel>``). The endpoint is deployed with one instance, the requests
+are sent in their timing by up to ``concurrency`` threads, and the endpoint's metrics are read back once
+they count every request sent (CloudWatch publishes them a period later).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import os
+
+__all__ = ["Replay", "replay"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Replay:
+    """What was sent and what came back."""
+
+    endpoint_name: str
+    sent_s: list[float]
+    """Per request, when it was sent, in seconds from the first."""
+    targets: list[str]
+    latency_s: list[float]
+    """Per request, seconds until its answer (or its error), as the client saw it."""
+    failed: int
+    first_error: str | None
+    metrics: dict[str, Any]
+    """The endpoint's ``EndpointMetrics.summary()`` over the replay."""
+
+    def percentile(self, q: float) -> float | None:
+        import numpy as np
+
+        return float(np.percentile(self.latency_s, q)) if self.latency_s else None
+
+
+def _session(
+    stack: Any, boto3_session: Any, role: str | None, url: str | None, name: str
+) -> tuple[Any, str, str]:
+    if stack is not None:
+        session = boto3_session or stack.boto3_session()
+        return session, role or stack.role_arn, url or stack.model_data_url(f"{name}/")
+    if boto3_session is None or role is None or url is None:
+        raise ValueError("give stack=, or boto3_session=, role= and model_data_url= together")
+    return boto3_session, role, url
+
+
+def _bodies(sources: Mapping[str, str | os.PathLike[str]]) -> dict[str, Any]:
+    from mme_triton.profile.inputs import input_arrays
+
+    arrays = {}
+    for directory in {str(path) for path in sources.values()}:
+        arrays[directory] = input_arrays(Path(directory), None, count=1)[0]
+    return arrays
+
+
+def _upload(
+    names: Sequence[str], sources: Mapping[str, str | os.PathLike[str]], profile_of: Mapping[str, str],
+    url: str, session: Any, workdir: Path,
+) -> None:  # fmt: skip
+    from mme_triton.artifact.package import package_model
+    from mme_triton.artifact.s3 import upload_models
+
+    packaged = {}
+    for name in names:
+        profile = profile_of[name]
+        if profile not in packaged:
+            packaged[profile] = package_model(sources[name], workdir, name=profile)
+    artifacts = [dataclasses.replace(packaged[profile_of[name]], name=name) for name in names]
+    logger.info("uploading %d models (%d archives) to %s", len(artifacts), len(packaged), url)
+    upload_models(artifacts, url, boto3_session=session)
+
+
+def replay(
+    rows: Sequence[tuple[float, str]],
+    sources: Mapping[str, str | os.PathLike[str]],
+    profile_of: Mapping[str, str],
+    *,
+    instance_type: str,
+    stack: Any,
+    boto3_session: Any,
+    role: str | None,
+    model_data_url: str | None,
+    endpoint_name: str,
+    time_scale: float,
+    concurrency: int,
+    metrics_period: int | None,
+    metrics_timeout: float,
+    keep: bool,
+) -> Replay:
+    """Deploy, send ``rows`` (``(time_s, TargetModel)``), read the metrics, tear down."""
+    from mme_triton.client.client import MMEClient
+    from mme_triton.endpoint.deploy import deploy_mme
+    from mme_triton.endpoint.teardown import teardown
+    from mme_triton.errors import MMETritonError
+
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency!r}")
+    session, role, url = _session(stack, boto3_session, role, model_data_url, endpoint_name)
+    period = metrics_period or (getattr(stack, "metrics_period", None) if stack is not None else None) or 60
+    names = sorted({name for _, name in rows})
+    inputs = _bodies({name: sources[name] for name in names})
+    with tempfile.TemporaryDirectory(prefix="mme-validate-") as scratch:
+        _upload(names, sources, profile_of, url, session, Path(scratch))
+    deploy_mme(endpoint_name, url, role=role, instance_type=instance_type, boto3_session=session)
+    try:
+        client = MMEClient(endpoint_name, boto3_session=session, max_retries_not_ready=0)
+        count = len(rows)
+        sent = [0.0] * count
+        latency = [0.0] * count
+        errors: list[str | None] = [None] * count
+        origin = rows[0][0]
+        started_wall = datetime.now(timezone.utc)
+        started = time.monotonic()
+        slots = threading.Semaphore(concurrency)
+
+        def send(index: int) -> None:
+            try:
+                name = rows[index][1]
+                began = time.monotonic()
+                sent[index] = began - started
+                try:
+                    client.infer(name, inputs[str(sources[name])])
+                except MMETritonError as exc:
+                    errors[index] = f"{type(exc).__name__}: {exc}"
+                latency[index] = time.monotonic() - began
+            finally:
+                slots.release()
+
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            for index, (moment, _) in enumerate(rows):
+                slots.acquire()  # with one slot: after the request before has its answer
+                delay = (moment - origin) * time_scale - (time.monotonic() - started)
+                if delay > 0:
+                    time.sleep(delay)
+                pool.submit(send, index)
+        failures = [error for error in errors if error is not None]
+        summary = _metrics(endpoint_name, session, started_wall, period, count, metrics_timeout)
+    finally:
+        if not keep:
+            teardown(endpoint_name, delete_artifacts=True, boto3_session=session)
+    return Replay(
+        endpoint_name, sent, [name for _, name in rows], latency, len(failures),
+        failures[0] if failures else None, summary,
+    )  # fmt: skip
+
+
+def _metrics(
+    endpoint_name: str, session: Any, started: datetime, period: int, count: int, timeout: float
+) -> dict[str, Any]:
+    """The endpoint's metrics summary once it counts ``count`` invocations (or ``timeout`` passed)."""
+    from mme_triton.endpoint.metrics import endpoint_metrics
+
+    start = started - timedelta(seconds=period)
+    deadline = time.monotonic() + timeout
+    while True:
+        end = datetime.now(timezone.utc) + timedelta(seconds=period)
+        summary = endpoint_metrics(
+            endpoint_name, start=start, end=end, period=period, boto3_session=session
+        ).summary()
+        if summary.get("invocations", 0) >= count or time.monotonic() > deadline:
+            if summary.get("invocations", 0) < count:
+                logger.warning(
+                    "%s: the metrics count %s of %d requests after %.0f s",
+                    endpoint_name, summary.get("invocations"), count, timeout,
+                )  # fmt: skip
+            return dict(summary)
+        time.sleep(min(5.0, max(0.5, period / 2)))

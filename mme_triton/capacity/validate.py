@@ -1,0 +1,471 @@
+"""A plan checked against a real endpoint: its traffic replayed, the endpoint's CloudWatch metrics compared.
+
+:func:`validate_plan` (also :meth:`CapacityPlan.validate <mme_triton.capacity.plan.CapacityPlan.validate>`)
+deploys the models of a plan on an endpoint of the plan's instance type — the embedded stack, or AWS —,
+sends the plan's requests in their timing (compressed by ``time_scale``), reads the endpoint's own
+metrics with :func:`~mme_triton.endpoint.metrics.endpoint_metrics` and the client's latencies, and
+compares them with the simulation of the requests as they were sent. The result, a :class:`Validation`,
+has per figure the prediction, the measurement and the error, and a second prediction made with the load
+and service times the endpoint itself reported: when the first is off and the second is not, the
+profile's times, not the model of an instance, are what is wrong (its notes say so).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mme_triton.capacity._replay import Replay, replay
+from mme_triton.capacity.profile import ModelProfile, expand
+from mme_triton.capacity.simulate import SimulationResult, simulate
+from mme_triton.capacity.traffic import Traffic
+from mme_triton.endpoint.instance_specs import InstanceType
+from mme_triton.endpoint.instance_specs import instance_type as as_instance_type
+
+if TYPE_CHECKING:
+    import os
+
+    from mme_triton.capacity.plan import CapacityPlan, PlanRow
+
+__all__ = ["Comparison", "Validation", "validate_plan"]
+
+HIT_RATIO_TOLERANCE = 0.05
+"""How far the predicted cache-hit ratio may be from the measured one (absolute)."""
+P99_TOLERANCE = 0.30
+"""How far the predicted p99 latency may be from the measured one (relative)."""
+_TIMING_DRIFT = 1.25  # measured / profiled beyond this factor (either way): the notes say so
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One figure: predicted, measured, and the error (``predicted - measured``; relative to the measured
+    value for times and counts, absolute for the hit ratio). ``calibrated`` is the prediction made with
+    the endpoint's own load and service times. ``tolerance`` is ``None`` for a figure only reported."""
+
+    figure: str
+    predicted: float | None
+    measured: float | None
+    calibrated: float | None = None
+    tolerance: float | None = None
+    relative: bool = True
+
+    def _error(self, predicted: float | None) -> float | None:
+        if predicted is None or self.measured is None:
+            return None
+        if not self.relative:
+            return predicted - self.measured
+        if self.measured == 0:
+            return 0.0 if predicted == 0 else math.inf
+        return (predicted - self.measured) / self.measured
+
+    @property
+    def error(self) -> float | None:
+        """The prediction's error; ``None`` when either side is missing."""
+        return self._error(self.predicted)
+
+    @property
+    def calibrated_error(self) -> float | None:
+        """The calibrated prediction's error."""
+        return self._error(self.calibrated)
+
+    @property
+    def within(self) -> bool | None:
+        """Whether the error is within the tolerance (``None``: no tolerance, or nothing to compare)."""
+        error = self.error
+        if self.tolerance is None or error is None:
+            return None
+        return abs(error) <= self.tolerance
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **dataclasses.asdict(self),
+            "error": self.error,
+            "calibrated_error": self.calibrated_error,
+            "within": self.within,
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class Validation:
+    """What :func:`validate_plan` found: one :class:`Comparison` per figure, and why they may differ.
+
+    Attributes:
+        instance_type, instance_count: the plan validated (the replay runs on one instance of it).
+        endpoint_name: the endpoint the requests went to.
+        requests: requests sent; ``failed``: those that got an error.
+        time_scale: the factor the request times were multiplied by.
+        budget: the memory budget the prediction assumed, in words.
+        comparisons: the figures.
+        predicted, calibrated, measured: the simulation's summary, the calibrated one, the endpoint's
+            metrics summary (``EndpointMetrics.summary()``) with the client's ``p50_s``/``p99_s``.
+        notes: what the reader should know (one instance for many, a budget other than the plan's,
+            timings far from the profile's).
+    """
+
+    instance_type: str
+    instance_count: int
+    endpoint_name: str
+    requests: int
+    failed: int
+    time_scale: float
+    budget: str
+    comparisons: tuple[Comparison, ...]
+    predicted: dict[str, Any]
+    calibrated: dict[str, Any] | None
+    measured: dict[str, Any]
+    notes: tuple[str, ...] = ()
+
+    def __getitem__(self, figure: str) -> Comparison:
+        for comparison in self.comparisons:
+            if comparison.figure == figure:
+                return comparison
+        raise KeyError(f"no figure {figure!r}; the figures are {[c.figure for c in self.comparisons]}")
+
+    @property
+    def ok(self) -> bool:
+        """Every figure with a tolerance is within it."""
+        return all(c.within is not False for c in self.comparisons)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything, as JSON values."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        fields["comparisons"] = [c.to_dict() for c in self.comparisons]
+        fields["notes"] = list(self.notes)
+        return {**fields, "ok": self.ok}
+
+    def __str__(self) -> str:
+        header = (
+            f"validation of {self.instance_count} x {self.instance_type} on {self.endpoint_name}: "
+            f"{self.requests} requests ({self.failed} failed), time x{self.time_scale:g}, {self.budget}"
+        )
+        rows = [("figure", "predicted", "measured", "error", "calibrated", "error", "ok")]
+        for c in self.comparisons:
+            ok = {None: "", True: "yes", False: "NO"}[c.within]
+            rows.append(
+                (
+                    c.figure,
+                    _show(c.predicted),
+                    _show(c.measured),
+                    _show_error(c.error, c.relative),
+                    _show(c.calibrated),
+                    _show_error(c.calibrated_error, c.relative),
+                    ok,
+                )
+            )
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        lines = [header] + [
+            "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows
+        ]
+        lines += [f"- {note}" for note in self.notes]
+        return "\n".join(line.rstrip() for line in lines)
+
+
+def _show(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,}" if isinstance(value, int) else f"{value:.3f}"
+
+
+def _show_error(error: float | None, relative: bool) -> str:
+    if error is None:
+        return "-"
+    return f"{error:+.0%}" if relative else f"{error:+.3f}"
+
+
+# -- the budget the endpoint applies ---------------------------------------------------------------------
+
+
+def _budget(
+    row: PlanRow, kind: InstanceType, profiles: list[ModelProfile], stack: Any
+) -> tuple[InstanceType, list[ModelProfile], str, list[str]]:
+    """The instance type and profiles to simulate the replay with, the budget in words, and notes."""
+    notes: list[str] = []
+    setting: Any = "instance" if stack is None else getattr(stack, "memory_budget", "instance")
+    count = None if stack is None else getattr(stack, "max_models", None)
+    planned = f"{kind.name}'s {kind.memory_budget_bytes / 2**20:,.0f} MiB for models"
+    if count is not None:
+        # A count limit: every model weighs 1, the budget is the count.
+        unit = InstanceType(f"{kind.name} (max_models={count})", memory_bytes=count, vcpus=kind.vcpus,
+                            reserved_bytes=0)  # fmt: skip
+        weights = [dataclasses.replace(profile, memory_bytes=1) for profile in profiles]
+        held = _models_held(kind, profiles)
+        if held != count:
+            notes.append(
+                f"the stack keeps {count} models loaded (max_models), the plan's {kind.name} about {held}: "
+                "the prediction is for the stack's budget"
+            )
+        return unit, weights, f"max_models={count}", notes
+    if setting == "instance":
+        budget = kind.memory_budget_bytes
+        half = _half_machine_memory() if stack is not None else None
+        if half is not None and budget > half:
+            notes.append(f"the stack caps the budget at half this machine's memory ({half / 2**20:,.0f} MiB)")
+            budget = half
+    elif setting is None:
+        budget = 2**62
+    else:
+        budget = int(setting)
+    if budget != kind.memory_budget_bytes:
+        if setting is not None and setting != "instance":
+            notes.append(f"the stack's memory_budget is not the plan's ({planned}): the prediction is for it")
+        kind = InstanceType(f"{kind.name} (budget {budget / 2**20:,.0f} MiB)", memory_bytes=budget,
+                            vcpus=kind.vcpus, reserved_bytes=0)  # fmt: skip
+    return kind, profiles, f"{budget / 2**20:,.0f} MiB for models", notes
+
+
+def _models_held(kind: InstanceType, profiles: Sequence[ModelProfile]) -> int:
+    largest = max(profile.memory_bytes for profile in profiles)
+    return kind.memory_budget_bytes // largest
+
+
+def _half_machine_memory() -> int | None:
+    import os
+
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    except (ValueError, OSError):
+        return None
+
+
+# -- predictions -----------------------------------------------------------------------------------------
+
+
+def _summary(result: SimulationResult) -> dict[str, Any]:
+    import numpy as np
+
+    summary = result.summary()
+    served = result.error == 0
+    model = (result.latency_s - result.load_wait_s)[served]
+    summary["model_latency_p99_s"] = float(np.percentile(model, 99)) if model.size else None
+    return summary
+
+
+def _calibrated(profiles: list[ModelProfile], measured: Mapping[str, Any]) -> list[ModelProfile] | None:
+    """The profiles with their times scaled so their means match the endpoint's measured means."""
+    load, latency = measured.get("load_mean_s"), measured.get("model_latency_mean_ms")
+    if load is None and latency is None:
+        return None
+    download = measured.get("download_mean_s") or 0.0
+    reload_mean = sum(p.reload_time_s for p in profiles) / len(profiles)
+    cold_mean = sum(p.cold_start_s for p in profiles) / len(profiles)
+    service_mean = sum(p.service_time_s for p in profiles) / len(profiles)
+    calibrated = []
+    for profile in profiles:
+        changes: dict[str, Any] = {}
+        if load is not None and reload_mean > 0:
+            changes["reload_s"] = profile.reload_time_s * load / reload_mean
+            if cold_mean > 0:
+                changes["cold_start_s"] = profile.cold_start_s * (load + download) / cold_mean
+        unload = measured.get("unload_mean_s")
+        if unload is not None:
+            changes["unload_s"] = unload
+        if latency is not None and service_mean > 0:
+            changes["service_time_s"] = profile.service_time_s * (latency / 1000.0) / service_mean
+        calibrated.append(dataclasses.replace(profile, **changes))
+    return calibrated
+
+
+def _timing_notes(profiles: list[ModelProfile], measured: Mapping[str, Any]) -> list[str]:
+    notes = []
+    pairs = [
+        ("load", measured.get("load_mean_s"), sum(p.reload_time_s for p in profiles) / len(profiles)),
+        (
+            "service",
+            None
+            if measured.get("model_latency_mean_ms") is None
+            else measured["model_latency_mean_ms"] / 1000,
+            sum(p.service_time_s for p in profiles) / len(profiles),
+        ),
+    ]
+    for what, seen, assumed in pairs:
+        if seen is None or assumed <= 0 or seen <= 0:
+            continue
+        if not 1 / _TIMING_DRIFT <= seen / assumed <= _TIMING_DRIFT:
+            notes.append(
+                f"the endpoint's {what} time ({seen:.3f} s on average) is {seen / assumed:.2f}x the "
+                f"profile's ({assumed:.3f} s): predictions that depend on it are off for that reason "
+                "(see the calibrated column)"
+            )
+    return notes
+
+
+def _compare(
+    predicted: Mapping[str, Any], calibrated: Mapping[str, Any] | None, measured: Mapping[str, Any]
+) -> tuple[Comparison, ...]:
+    def figure(name: str, key: str, measured_key: str | None = None, **options: Any) -> Comparison:
+        value = measured.get(measured_key or key)
+        return Comparison(
+            name,
+            predicted.get(key),
+            value,
+            None if calibrated is None else calibrated.get(key),
+            **options,
+        )
+
+    return (
+        figure("cache_hit_ratio", "cache_hit_ratio", tolerance=HIT_RATIO_TOLERANCE, relative=False),
+        figure("loads", "loads"),
+        figure("unloads", "unloads"),
+        figure("load_wait_mean_s", "load_wait_mean_s"),
+        figure("p50_s", "p50_s"),
+        figure("p99_s", "p99_s", tolerance=P99_TOLERANCE),
+        figure("model_latency_p99_s", "model_latency_p99_s"),
+    )
+
+
+# -- the entry point -------------------------------------------------------------------------------------
+
+
+def _choose_row(plan: CapacityPlan, row: PlanRow | tuple[str, int] | int | None) -> PlanRow:
+    if row is None:
+        chosen = plan.best
+        if chosen is None:
+            raise ValueError("no plan meets the targets: say which to validate (row=)")
+        return chosen
+    if isinstance(row, bool):
+        raise TypeError("row is a PlanRow, (instance_type, count) or an index")
+    if isinstance(row, int):
+        return plan.rows[row]
+    if isinstance(row, tuple):
+        for candidate in plan.rows:
+            if (candidate.instance_type, candidate.instance_count) == row:
+                return candidate
+        raise ValueError(f"the plan has no row {row!r}")
+    return row
+
+
+def validate_plan(
+    plan: CapacityPlan,
+    models: Mapping[str, str | os.PathLike[str]],
+    *,
+    row: PlanRow | tuple[str, int] | int | None = None,
+    traffic: Traffic | None = None,
+    stack: Any = None,
+    boto3_session: Any = None,
+    role: str | None = None,
+    model_data_url: str | None = None,
+    endpoint_name: str | None = None,
+    max_requests: int | None = None,
+    time_scale: float = 1.0,
+    concurrency: int = 1,
+    metrics_period: int | None = None,
+    metrics_timeout: float = 180.0,
+    keep: bool = False,
+) -> Validation:
+    """Replay ``plan``'s traffic on an endpoint of the chosen row's instance type; compare with the plan.
+
+    Parameters:
+        plan: the plan (its models and traffic; a plan read from JSON needs ``traffic=``).
+        models: for each model profile of the plan, by its name, the model directory it was profiled
+            from. It is packaged once; each copy the replay names is uploaded as the same archive under
+            its own TargetModel.
+        row: the plan to validate: a :class:`~mme_triton.capacity.plan.PlanRow`, ``(instance_type,
+            count)`` or an index of ``plan.rows``; default: :attr:`CapacityPlan.best`.
+        traffic: the requests; default: the traffic the plan was made from.
+        stack: a running :class:`~mme_triton.local.LocalStack`: its session, role and bucket are used and
+            its ``max_models``/``memory_budget`` are the budget predicted with. Without it, give
+            ``boto3_session``, ``role`` and ``model_data_url`` (AWS, or a stack's session): the budget is
+            then the instance type's memory for models, as on SageMaker.
+        endpoint_name: default ``validate-<instance type>``.
+        max_requests: replay only the first this many requests (of the first instance's, see below).
+        time_scale: multiply the request times by this (``0.1``: ten times faster).
+        concurrency: requests in flight at most; with 1 (the default) the requests go one after the
+            other, later than their time when the one before is slow, so each request finds the cache as
+            the requests before it left it.
+        metrics_period: the period to read the metrics with; default: the stack's ``metrics_period``,
+            else 60.
+        metrics_timeout: seconds to wait for the endpoint's metrics to count every request sent.
+        keep: leave the endpoint and the uploaded models in place.
+
+    The replay runs on **one instance**: for a row of ``n`` instances, the plan is simulated and the
+    requests it routes to its first instance are replayed. Predictions are re-made by simulating the
+    requests at the times they were actually sent, on the budget the endpoint applies; the plan's row
+    itself is for the whole traffic and is not compared.
+
+    Raises:
+        ValueError: no row to validate, a model profile without a model directory, no traffic, a stack
+            and no session missing together.
+    """
+    from mme_triton.capacity.plan import CapacityPlan
+
+    if not isinstance(plan, CapacityPlan):
+        raise TypeError(f"expected a CapacityPlan, got {type(plan).__name__}")
+    chosen = _choose_row(plan, row)
+    traffic = traffic if traffic is not None else plan.requests
+    if traffic is None:
+        raise ValueError("the plan does not carry its traffic (read from JSON?): give traffic=")
+    if not time_scale > 0:
+        raise ValueError(f"time_scale must be > 0, got {time_scale!r}")
+    profiles = [ModelProfile.from_dict(model) for model in plan.models]
+    missing = [p.name for p in profiles if p.name not in models]
+    if missing:
+        raise ValueError(f"give the model directory of {missing} in models= (profile name -> directory)")
+    kind = as_instance_type(chosen.instance_type)
+    notes: list[str] = []
+    requests = traffic
+    if chosen.instance_count > 1:
+        whole = simulate(profiles, traffic, kind, chosen.instance_count, seed=plan.seed)
+        first = whole.instance == 0
+        times, targets = traffic.times[first], traffic.targets[first]
+        requests = Traffic.trace(
+            [(float(t), traffic.names[int(m)]) for t, m in zip(times, targets, strict=True)]
+        )
+        notes.append(
+            f"the replay runs on one instance: the {len(requests)} of {len(traffic)} requests the simulation "
+            f"routes to the first of {chosen.instance_count} instances"
+        )
+    rows = requests.rows()
+    if max_requests is not None:
+        rows = rows[:max_requests]
+    if not rows:
+        raise ValueError("no request to replay")
+    sim_kind, sim_profiles, budget, budget_notes = _budget(chosen, kind, profiles, stack)
+    notes += budget_notes
+    by_name = expand(profiles)
+    sources = {name: models[profile.name] for name, profile in by_name.items()}
+    done: Replay = replay(
+        rows,
+        sources,
+        {name: profile.name for name, profile in by_name.items()},
+        instance_type=chosen.instance_type,
+        stack=stack,
+        boto3_session=boto3_session,
+        role=role,
+        model_data_url=model_data_url,
+        endpoint_name=endpoint_name or f"validate-{chosen.instance_type.replace('.', '-')}",
+        time_scale=time_scale,
+        concurrency=concurrency,
+        metrics_period=metrics_period,
+        metrics_timeout=metrics_timeout,
+        keep=keep,
+    )
+    sent = Traffic.trace(sorted(zip(done.sent_s, done.targets, strict=True)))
+    predicted_result = simulate(sim_profiles, sent, sim_kind, 1)
+    predicted = _summary(predicted_result)
+    measured = {**done.metrics, "p50_s": done.percentile(50), "p99_s": done.percentile(99)}
+    if measured.get("model_latency_p99_ms") is not None:
+        measured["model_latency_p99_s"] = measured["model_latency_p99_ms"] / 1000
+    calibrated_profiles = _calibrated(sim_profiles, done.metrics)
+    calibrated = None
+    if calibrated_profiles is not None:
+        calibrated = _summary(simulate(calibrated_profiles, sent, sim_kind, 1))
+    notes += _timing_notes(sim_profiles, done.metrics)
+    if done.failed:
+        notes.append(f"{done.failed} requests failed on the endpoint: {done.first_error}")
+    return Validation(
+        instance_type=chosen.instance_type,
+        instance_count=chosen.instance_count,
+        endpoint_name=done.endpoint_name,
+        requests=len(done.sent_s),
+        failed=done.failed,
+        time_scale=time_scale,
+        budget=budget,
+        comparisons=_compare(predicted, calibrated, measured),
+        predicted=predicted,
+        calibrated=calibrated,
+        measured=measured,
+        notes=tuple(notes),
+    )
