@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mme_triton.capacity import _predict
 from mme_triton.capacity._replay import Replay, replay
 from mme_triton.capacity.profile import ModelProfile, expand
-from mme_triton.capacity.simulate import SimulationResult, simulate
+from mme_triton.capacity.simulate import simulate
 from mme_triton.capacity.traffic import Traffic
-from mme_triton.endpoint.instance_specs import InstanceType
 from mme_triton.endpoint.instance_specs import instance_type as as_instance_type
 
 if TYPE_CHECKING:
@@ -36,7 +36,6 @@ HIT_RATIO_TOLERANCE = 0.05
 """How far the predicted cache-hit ratio may be from the measured one (absolute)."""
 P99_TOLERANCE = 0.30
 """How far the predicted p99 latency may be from the measured one (relative)."""
-_TIMING_DRIFT = 1.25  # measured / profiled beyond this factor (either way): the notes say so
 
 
 @dataclass(frozen=True)
@@ -175,123 +174,6 @@ def _show_error(error: float | None, relative: bool) -> str:
     return f"{error:+.0%}" if relative else f"{error:+.3f}"
 
 
-# -- the budget the endpoint applies ---------------------------------------------------------------------
-
-
-def _budget(
-    row: PlanRow, kind: InstanceType, profiles: list[ModelProfile], stack: Any
-) -> tuple[InstanceType, list[ModelProfile], str, list[str]]:
-    """The instance type and profiles to simulate the replay with, the budget in words, and notes."""
-    notes: list[str] = []
-    setting: Any = "instance" if stack is None else getattr(stack, "memory_budget", "instance")
-    count = None if stack is None else getattr(stack, "max_models", None)
-    planned = f"{kind.name}'s {kind.memory_budget_bytes / 2**20:,.0f} MiB for models"
-    if count is not None:
-        # A count limit: every model weighs 1, the budget is the count.
-        unit = InstanceType(f"{kind.name} (max_models={count})", memory_bytes=count, vcpus=kind.vcpus,
-                            reserved_bytes=0)  # fmt: skip
-        weights = [dataclasses.replace(profile, memory_bytes=1) for profile in profiles]
-        held = _models_held(kind, profiles)
-        if held != count:
-            notes.append(
-                f"the stack keeps {count} models loaded (max_models), the plan's {kind.name} about {held}: "
-                "the prediction is for the stack's budget"
-            )
-        return unit, weights, f"max_models={count}", notes
-    if setting == "instance":
-        budget = kind.memory_budget_bytes
-        half = _half_machine_memory() if stack is not None else None
-        if half is not None and budget > half:
-            notes.append(f"the stack caps the budget at half this machine's memory ({half / 2**20:,.0f} MiB)")
-            budget = half
-    elif setting is None:
-        budget = 2**62
-    else:
-        budget = int(setting)
-    if budget != kind.memory_budget_bytes:
-        if setting is not None and setting != "instance":
-            notes.append(f"the stack's memory_budget is not the plan's ({planned}): the prediction is for it")
-        kind = InstanceType(f"{kind.name} (budget {budget / 2**20:,.0f} MiB)", memory_bytes=budget,
-                            vcpus=kind.vcpus, reserved_bytes=0)  # fmt: skip
-    return kind, profiles, f"{budget / 2**20:,.0f} MiB for models", notes
-
-
-def _models_held(kind: InstanceType, profiles: Sequence[ModelProfile]) -> int:
-    largest = max(profile.memory_bytes for profile in profiles)
-    return kind.memory_budget_bytes // largest
-
-
-def _half_machine_memory() -> int | None:
-    import os
-
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
-    except (ValueError, OSError):
-        return None
-
-
-# -- predictions -----------------------------------------------------------------------------------------
-
-
-def _summary(result: SimulationResult) -> dict[str, Any]:
-    import numpy as np
-
-    summary = result.summary()
-    served = result.error == 0
-    model = (result.latency_s - result.load_wait_s)[served]
-    summary["model_latency_p99_s"] = float(np.percentile(model, 99)) if model.size else None
-    return summary
-
-
-def _calibrated(profiles: list[ModelProfile], measured: Mapping[str, Any]) -> list[ModelProfile] | None:
-    """The profiles with their times scaled so their means match the endpoint's measured means."""
-    load, latency = measured.get("load_mean_s"), measured.get("model_latency_mean_ms")
-    if load is None and latency is None:
-        return None
-    download = measured.get("download_mean_s") or 0.0
-    reload_mean = sum(p.reload_time_s for p in profiles) / len(profiles)
-    cold_mean = sum(p.cold_start_s for p in profiles) / len(profiles)
-    service_mean = sum(p.service_time_s for p in profiles) / len(profiles)
-    calibrated = []
-    for profile in profiles:
-        changes: dict[str, Any] = {}
-        if load is not None and reload_mean > 0:
-            changes["reload_s"] = profile.reload_time_s * load / reload_mean
-            if cold_mean > 0:
-                changes["cold_start_s"] = profile.cold_start_s * (load + download) / cold_mean
-        unload = measured.get("unload_mean_s")
-        if unload is not None:
-            changes["unload_s"] = unload
-        if latency is not None and service_mean > 0:
-            changes["service_time_s"] = profile.service_time_s * (latency / 1000.0) / service_mean
-        calibrated.append(dataclasses.replace(profile, **changes))
-    return calibrated
-
-
-def _timing_notes(profiles: list[ModelProfile], measured: Mapping[str, Any]) -> list[str]:
-    notes = []
-    pairs = [
-        ("load", measured.get("load_mean_s"), sum(p.reload_time_s for p in profiles) / len(profiles)),
-        (
-            "service",
-            None
-            if measured.get("model_latency_mean_ms") is None
-            else measured["model_latency_mean_ms"] / 1000,
-            sum(p.service_time_s for p in profiles) / len(profiles),
-        ),
-    ]
-    for what, seen, assumed in pairs:
-        if seen is None or assumed <= 0 or seen <= 0:
-            continue
-        if not 1 / _TIMING_DRIFT <= seen / assumed <= _TIMING_DRIFT:
-            notes.append(
-                f"the endpoint's {what} time ({seen:.3f} s on average) is {seen / assumed:.2f}x the "
-                f"profile's ({assumed:.3f} s): predictions that depend on it are off for that reason "
-                "(see the calibrated column)"
-            )
-    return notes
-
-
 def _compare(
     predicted: Mapping[str, Any], calibrated: Mapping[str, Any] | None, measured: Mapping[str, Any]
 ) -> tuple[Comparison, ...]:
@@ -422,7 +304,7 @@ def validate_plan(
         rows = rows[:max_requests]
     if not rows:
         raise ValueError("no request to replay")
-    sim_kind, sim_profiles, budget, budget_notes = _budget(chosen, kind, profiles, stack)
+    sim_kind, sim_profiles, budget, budget_notes = _predict.budget(chosen, kind, profiles, stack)
     notes += budget_notes
     by_name = expand(profiles)
     sources = {name: models[profile.name] for name, profile in by_name.items()}
@@ -442,17 +324,25 @@ def validate_plan(
         metrics_timeout=metrics_timeout,
         keep=keep,
     )
-    sent = Traffic.trace(sorted(zip(done.sent_s, done.targets, strict=True)))
-    predicted_result = simulate(sim_profiles, sent, sim_kind, 1)
-    predicted = _summary(predicted_result)
+    if concurrency == 1:
+        scheduled = [(moment - rows[0][0]) * time_scale for moment, _ in rows]
+    else:  # open loop: the requests as they were sent
+        scheduled = list(done.sent_s)
+
+    def predict(chosen: list[ModelProfile]) -> dict[str, Any]:
+        return _predict.summary(
+            _predict.serve(chosen, scheduled, done.targets, sim_kind, closed=concurrency == 1)
+        )
+
+    predicted = predict(sim_profiles)
     measured = {**done.metrics, "p50_s": done.percentile(50), "p99_s": done.percentile(99)}
     if measured.get("model_latency_p99_ms") is not None:
         measured["model_latency_p99_s"] = measured["model_latency_p99_ms"] / 1000
-    calibrated_profiles = _calibrated(sim_profiles, done.metrics)
+    calibrated_profiles = _predict.calibrated(sim_profiles, done.metrics)
     calibrated = None
     if calibrated_profiles is not None:
-        calibrated = _summary(simulate(calibrated_profiles, sent, sim_kind, 1))
-    notes += _timing_notes(sim_profiles, done.metrics)
+        calibrated = predict(calibrated_profiles)
+    notes += _predict.timing_notes(sim_profiles, done.metrics)
     if done.failed:
         notes.append(f"{done.failed} requests failed on the endpoint: {done.first_error}")
     return Validation(

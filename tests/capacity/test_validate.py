@@ -11,7 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from mme_triton import CapacityPlan, ModelProfile, Traffic, plan_capacity
-from mme_triton.capacity.validate import Comparison, Validation, _budget, validate_plan
+from mme_triton.capacity._predict import budget
+from mme_triton.capacity.validate import Comparison, Validation, validate_plan
 from mme_triton.endpoint.instance_specs import INSTANCE_TYPES
 
 MiB = 1024**2
@@ -61,15 +62,15 @@ def test_validate_budget_is_the_stacks_count_or_memory_else_the_instance_types()
     model = ModelProfile("m.tar.gz", memory_bytes=40 * MiB, cold_start_s=2.0, service_time_s=0.01)
     row = SimpleNamespace(instance_type=kind.name, instance_count=1)
 
-    counted, weights, text, notes = _budget(row, kind, [model], SimpleNamespace(max_models=3))  # type: ignore[arg-type]
+    counted, weights, text, notes = budget(row, kind, [model], SimpleNamespace(max_models=3))  # type: ignore[arg-type]
     assert counted.memory_budget_bytes == 3 and [w.memory_bytes for w in weights] == [1]
     assert text == "max_models=3" and "keeps 3 models loaded" in notes[0]
 
     stack = SimpleNamespace(max_models=None, memory_budget=100 * MiB)
-    sized, same, text, notes = _budget(row, kind, [model], stack)  # type: ignore[arg-type]
+    sized, same, text, notes = budget(row, kind, [model], stack)  # type: ignore[arg-type]
     assert sized.memory_budget_bytes == 100 * MiB and same == [model] and "memory_budget" in notes[0]
 
-    plain, same, text, notes = _budget(row, kind, [model], None)  # type: ignore[arg-type]
+    plain, same, text, notes = budget(row, kind, [model], None)  # type: ignore[arg-type]
     assert plain is kind and notes == []
 
 

@@ -1,0 +1,174 @@
+"""What :func:`~mme_triton.capacity.validate.validate_plan` predicts: the budget the endpoint applies, the
+requests as one client sends them, and the profiles calibrated with the endpoint's own timings."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from mme_triton.capacity.profile import ModelProfile
+from mme_triton.capacity.simulate import SimulationResult, simulate
+from mme_triton.capacity.traffic import Traffic
+from mme_triton.endpoint.instance_specs import InstanceType
+
+if TYPE_CHECKING:
+    from mme_triton.capacity.plan import PlanRow
+
+__all__ = ["budget", "calibrated", "serve", "summary", "timing_notes"]
+
+_TIMING_DRIFT = 1.25  # measured / profiled beyond this factor (either way): the notes say so
+
+
+# -- the budget the endpoint applies ---------------------------------------------------------------------
+
+
+def budget(
+    row: PlanRow, kind: InstanceType, profiles: list[ModelProfile], stack: Any
+) -> tuple[InstanceType, list[ModelProfile], str, list[str]]:
+    """The instance type and profiles to simulate the replay with, the budget in words, and notes."""
+    notes: list[str] = []
+    setting: Any = "instance" if stack is None else getattr(stack, "memory_budget", "instance")
+    count = None if stack is None else getattr(stack, "max_models", None)
+    planned = f"{kind.name}'s {kind.memory_budget_bytes / 2**20:,.0f} MiB for models"
+    if count is not None:
+        # A count limit: every model weighs 1, the budget is the count.
+        unit = InstanceType(f"{kind.name} (max_models={count})", memory_bytes=count, vcpus=kind.vcpus,
+                            reserved_bytes=0)  # fmt: skip
+        weights = [dataclasses.replace(profile, memory_bytes=1) for profile in profiles]
+        held = _models_held(kind, profiles)
+        if held != count:
+            notes.append(
+                f"the stack keeps {count} models loaded (max_models), the plan's {kind.name} about {held}: "
+                "the prediction is for the stack's budget"
+            )
+        return unit, weights, f"max_models={count}", notes
+    if setting == "instance":
+        budget = kind.memory_budget_bytes
+        half = _half_machine_memory() if stack is not None else None
+        if half is not None and budget > half:
+            notes.append(f"the stack caps the budget at half this machine's memory ({half / 2**20:,.0f} MiB)")
+            budget = half
+    elif setting is None:
+        budget = 2**62
+    else:
+        budget = int(setting)
+    if budget != kind.memory_budget_bytes:
+        if setting is not None and setting != "instance":
+            notes.append(f"the stack's memory_budget is not the plan's ({planned}): the prediction is for it")
+        kind = InstanceType(f"{kind.name} (budget {budget / 2**20:,.0f} MiB)", memory_bytes=budget,
+                            vcpus=kind.vcpus, reserved_bytes=0)  # fmt: skip
+    return kind, profiles, f"{budget / 2**20:,.0f} MiB for models", notes
+
+
+def _models_held(kind: InstanceType, profiles: Sequence[ModelProfile]) -> int:
+    largest = max(profile.memory_bytes for profile in profiles)
+    return kind.memory_budget_bytes // largest
+
+
+def _half_machine_memory() -> int | None:
+    import os
+
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    except (ValueError, OSError):
+        return None
+
+
+# -- predictions -----------------------------------------------------------------------------------------
+
+
+def summary(result: SimulationResult) -> dict[str, Any]:
+    import numpy as np
+
+    summary = result.summary()
+    served = result.error == 0
+    model = (result.latency_s - result.load_wait_s)[served]
+    summary["model_latency_p99_s"] = float(np.percentile(model, 99)) if model.size else None
+    return summary
+
+
+def serve(
+    profiles: list[ModelProfile],
+    scheduled: list[float],
+    targets: list[str],
+    kind: InstanceType,
+    *,
+    closed: bool,
+) -> SimulationResult:
+    """Simulate requests at ``scheduled`` times; ``closed``: from one client that sends each request once
+    the one before is answered (a request goes at its time, or when the one before comes back if later).
+
+    The simulation is open (arrivals do not wait for answers), so the closed client is found by
+    iteration: simulate, move each request to after the predicted answer of the one before, again until
+    no time moves (each round settles at least one more request; a few rounds in practice)."""
+    times = list(scheduled)
+    for _ in range(len(times)):
+        result = simulate(profiles, Traffic.trace(list(zip(times, targets, strict=True))), kind, 1)
+        if not closed:
+            return result
+        latency = result.latency_s.tolist()
+        moved = list(scheduled)
+        for index in range(1, len(moved)):
+            moved[index] = max(scheduled[index], moved[index - 1] + latency[index - 1])
+        if all(abs(a - b) < 1e-9 for a, b in zip(moved, times, strict=True)):
+            return result
+        times = moved
+    return result
+
+
+def _service_s(measured: Mapping[str, Any]) -> float | None:
+    """The endpoint's typical execution: ModelLatency's median (its mean carries the first, slow
+    executions after each load), else its mean."""
+    milliseconds = measured.get("model_latency_p50_ms") or measured.get("model_latency_mean_ms")
+    return None if milliseconds is None else float(milliseconds) / 1000.0
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+def calibrated(profiles: list[ModelProfile], measured: Mapping[str, Any]) -> list[ModelProfile] | None:
+    """The profiles with their times scaled so their means match the endpoint's: ModelLoadingTime's
+    mean for a load from the volume (with ModelDownloadingTime's for a first one), ModelUnloadingTime's
+    for an unload, ModelLatency's median for an execution."""
+    load, service = measured.get("load_mean_s"), _service_s(measured)
+    unload = measured.get("unload_mean_s")
+    if load is None and service is None:
+        return None
+    download = measured.get("download_mean_s") or 0.0
+    reload_mean = _mean([p.reload_time_s for p in profiles])
+    cold_mean = _mean([p.cold_start_s for p in profiles])
+    service_mean = _mean([p.service_time_s for p in profiles])
+    calibrated = []
+    for profile in profiles:
+        changes: dict[str, Any] = {}
+        if load is not None and reload_mean > 0:
+            changes["reload_s"] = profile.reload_time_s * load / reload_mean
+            if cold_mean > 0:
+                changes["cold_start_s"] = profile.cold_start_s * (load + download) / cold_mean
+        if unload is not None:
+            changes["unload_s"] = float(unload)
+        if service is not None and service_mean > 0:
+            changes["service_time_s"] = profile.service_time_s * service / service_mean
+        calibrated.append(dataclasses.replace(profile, **changes))
+    return calibrated
+
+
+def timing_notes(profiles: list[ModelProfile], measured: Mapping[str, Any]) -> list[str]:
+    notes = []
+    pairs = [
+        ("load", measured.get("load_mean_s"), _mean([p.reload_time_s for p in profiles])),
+        ("unload", measured.get("unload_mean_s"), _mean([p.unload_s for p in profiles])),
+        ("service", _service_s(measured), _mean([p.service_time_s for p in profiles])),
+    ]
+    for what, seen, assumed in pairs:
+        if seen is None or assumed <= 0 or seen <= 0:
+            continue
+        if not 1 / _TIMING_DRIFT <= seen / assumed <= _TIMING_DRIFT:
+            notes.append(
+                f"the endpoint's {what} time ({seen:.3f} s on average) is {seen / assumed:.2f}x the "
+                f"profile's ({assumed:.3f} s): predictions that depend on it are off for that reason "
+                "(see the calibrated column)"
+            )
+    return notes

@@ -1,0 +1,111 @@
+"""A plan validated on the embedded stack: the predicted cache-hit ratio is the measured one.
+
+Six copies of a tiny python model, a stack that keeps four loaded (``max_models=4``), three traffic mixes
+(uniform, Zipf 0.8, Zipf 1.2). One client sends the requests one after the other, so each request finds
+the cache as the requests before it left it: under LRU its hit or miss follows from the sequence alone,
+which the simulation replays. The hit ratio is read from the stack's own CloudWatch metrics. Timings are
+not asserted (the stack's loads and unloads take seconds on a busy machine): benchmarks/capacity.py
+reports the p99 errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import mme_triton as mt
+
+pytestmark = [pytest.mark.triton, pytest.mark.moto, pytest.mark.slow]
+
+MiB = 1024**2
+MODELS = 6
+HELD = 4
+REQUESTS = 48
+TINY_PY = """\
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [
+            pb_utils.InferenceResponse(
+                [pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())]
+            )
+            for r in requests
+        ]
+"""
+CONFIG = """\
+name: "tiny"
+backend: "python"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("repository") / "tiny"
+    (directory / "1").mkdir(parents=True)
+    (directory / "1" / "model.py").write_text(TINY_PY)
+    (directory / "config.pbtxt").write_text(CONFIG)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Any]:
+    from mme_triton.local import LocalStack
+
+    with LocalStack(max_models=HELD, metrics_period=1) as running:
+        yield running
+
+
+# The stack's figures, roughly (a load about 2 s, an unload 2 s): the hit ratio does not depend on them.
+PROFILE = mt.ModelProfile(
+    "tiny.tar.gz", memory_bytes=40 * MiB, cold_start_s=2.0, reload_s=1.8, unload_s=2.0,
+    service_time_s=0.005, copies=MODELS,
+)  # fmt: skip
+
+
+MIXES = ("uniform", "zipf-0.8", "zipf-1.2")
+
+
+def _validate(stack: Any, tiny: Path, mix: str) -> Any:
+    if mix == "uniform":
+        traffic = mt.Traffic.uniform([PROFILE], rate=5, duration=60, seed=7)
+    else:
+        traffic = mt.Traffic.zipf([PROFILE], s=float(mix.split("-")[1]), rate=5, duration=60, seed=7)
+    plan = mt.plan_capacity([PROFILE], traffic, instance_types=["ml.c5.xlarge"], instance_counts=[1])
+    return plan.validate(
+        {"tiny.tar.gz": tiny}, stack=stack, max_requests=REQUESTS, time_scale=0.01,
+        endpoint_name=f"validate-{mix.replace('.', '')}",
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def validations(stack: Any, tiny: Path) -> dict[str, Any]:
+    """The three mixes validated at once, each on an endpoint of its own (the stack's loads and unloads
+    mostly wait: three endpoints take little longer than one)."""
+    with ThreadPoolExecutor(max_workers=len(MIXES)) as pool:
+        futures = {mix: pool.submit(_validate, stack, tiny, mix) for mix in MIXES}
+        return {mix: future.result() for mix, future in futures.items()}
+
+
+@pytest.mark.parametrize("mix", MIXES)
+def test_plan_validate_predicts_the_stacks_hit_ratio(
+    stack: Any, validations: dict[str, Any], mix: str
+) -> None:
+    validation = validations[mix]
+    measured = validation.measured
+    assert (validation.requests, validation.failed, measured["invocations"]) == (REQUESTS, 0, REQUESTS)
+    assert validation.budget == f"max_models={HELD}"
+    assert measured["loads"] >= HELD and measured["loaded_models_max"] <= HELD
+    hit = validation["cache_hit_ratio"]
+    assert hit.measured is not None and hit.measured < 1.0  # the budget holds fewer than the models named
+    assert hit.predicted == pytest.approx(hit.measured, abs=0.05), str(validation)
+    assert validation["loads"].predicted == pytest.approx(measured["loads"], abs=3), str(validation)
+    assert stack.endpoint_runtime(validation.endpoint_name) is None  # torn down
