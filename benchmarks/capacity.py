@@ -9,9 +9,19 @@ through a bare ``OrderedDict`` LRU of 74 x instances entries — no time, no que
 simulation can do — as the alternative; the ratio says what the full model costs. Goal: the hour of
 traffic in under 5 s. Also the time to make the traffic and a whole ``plan_capacity`` of 5 types x 4 counts.
 
+Then the prediction against the embedded stack (``--no-validate`` skips it; it needs the ``local`` extra and
+takes a minute or two): a tiny python model is profiled on the stack (``profile_model``, short windows),
+six copies of it are planned from that profile (``ModelProfile.from_report``), and the plan is validated on
+a stack that keeps four loaded (``max_models=4``) for three mixes (uniform, Zipf 0.8, Zipf 1.2), each from
+one client sending 48 requests one after the other. Per mix: the cache-hit ratio and the p99 latency
+predicted from the profile, measured (the stack's CloudWatch metrics; the client's p99), and predicted again
+with the stack's own load, unload and service times of the same run (calibrated) as the alternative.
+Goals: hit ratio within ±0.05, p99 within 30%.
+
 Usage::
 
     python benchmarks/capacity.py [--rate 50] [--duration 3600] [--models 500] [--repeat 3] [--json]
+                                  [--no-validate]
 """
 
 from __future__ import annotations
@@ -19,11 +29,37 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 GOAL_S = 5.0
+HIT_GOAL = 0.05
+P99_GOAL = 0.30
+MIXES = ("uniform", "zipf-0.8", "zipf-1.2")
+TINY_PY = """\
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [
+            pb_utils.InferenceResponse(
+                [pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())]
+            )
+            for r in requests
+        ]
+"""
+TINY_CONFIG = """\
+name: "tiny"
+backend: "python"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+"""
 
 
 def lru_replay(targets: list[int], capacity: int) -> int:
@@ -50,6 +86,75 @@ def _best_of(repeat: int, run: Any) -> tuple[float, Any]:
     return min(times), result
 
 
+def validations(requests: int = 48, held: int = 4, copies: int = 6) -> tuple[Any, dict[str, Any]]:
+    """Profile the tiny model on the stack, plan ``copies`` of it, validate each mix; the profile and the
+    validations by mix."""
+    import mme_triton as mt
+    from mme_triton.local import LocalStack
+
+    with tempfile.TemporaryDirectory(prefix="capacity-bench-") as scratch:
+        tiny = Path(scratch) / "tiny"
+        (tiny / "1").mkdir(parents=True)
+        (tiny / "1" / "model.py").write_text(TINY_PY)
+        (tiny / "config.pbtxt").write_text(TINY_CONFIG)
+        with LocalStack(max_models=held, metrics_period=1) as stack:
+            report = mt.profile_model(
+                tiny, concurrency=(1,), stack=stack, progress=False,
+                window=0.5, window_requests=20, warmup=0.3, stability=0.25, max_trials=12,
+            )  # fmt: skip
+            profile = mt.ModelProfile.from_report(report, copies=copies)
+
+            def check(mix: str) -> Any:
+                if mix == "uniform":
+                    traffic = mt.Traffic.uniform([profile], rate=5, duration=60, seed=7)
+                else:
+                    s = float(mix.split("-")[1])
+                    traffic = mt.Traffic.zipf([profile], s=s, rate=5, duration=60, seed=7)
+                plan = mt.plan_capacity(
+                    [profile], traffic, instance_types=["ml.c5.xlarge"], instance_counts=[1]
+                )
+                return plan.validate(
+                    {profile.name: tiny}, stack=stack, max_requests=requests, time_scale=0.01,
+                    endpoint_name=f"bench-{mix.replace('.', '')}",
+                )  # fmt: skip
+
+            with ThreadPoolExecutor(max_workers=len(MIXES)) as pool:
+                futures = {mix: pool.submit(check, mix) for mix in MIXES}
+                return profile, {mix: future.result() for mix, future in futures.items()}
+
+
+def _print_validations(profile: Any, checked: dict[str, Any]) -> bool:
+    print(
+        f"\nprediction vs the embedded stack: {profile.copies} copies of a tiny python model, max_models=4, "
+        f"one sequential client; profile from profile_model: cold start {profile.cold_start_s:.2f} s, "
+        f"load {profile.reload_time_s:.2f} s, unload {profile.unload_s:.2f} s, "
+        f"service {profile.service_time_s * 1000:.1f} ms\n"
+    )
+    print("| mix | requests | loads (pred/meas) | hit ratio pred | measured | error | calibrated error |"
+          " p99 pred s | measured s | error | calibrated s | calibrated error | goals met |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    met_all = True
+    for mix, validation in checked.items():
+        hit, p99, loads = validation["cache_hit_ratio"], validation["p99_s"], validation["loads"]
+        met = hit.within is True and p99.within is True
+        met_all = met_all and met
+        print(
+            f"| {mix} | {validation.requests} | {loads.predicted}/{loads.measured} | {hit.predicted:.3f} "
+            f"| {hit.measured:.3f} | {hit.error:+.3f} | {_signed(hit.calibrated_error, '+.3f')} "
+            f"| {p99.predicted:.2f} | {p99.measured:.2f} | {p99.error:+.0%} "
+            f"| {_signed(p99.calibrated, '.2f')} | {_signed(p99.calibrated_error, '+.0%')} "
+            f"| {'yes' if met else 'NO'} |"
+        )
+    for mix, validation in checked.items():
+        for note in validation.notes:
+            print(f"- {mix}: {note}")
+    return met_all
+
+
+def _signed(value: float | None, form: str) -> str:
+    return "-" if value is None else format(value, form)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--rate", type=float, default=50.0, help="requests per second")
@@ -57,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", type=int, default=500, help="models")
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (the best is kept)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--no-validate", action="store_true", help="skip the prediction against the stack")
     args = parser.parse_args(argv)
 
     from mme_triton import INSTANCE_TYPES, ModelProfile, Traffic, plan_capacity
@@ -100,8 +206,12 @@ def main(argv: list[str] | None = None) -> int:
             )
     plan_traffic = Traffic.zipf([profile], s=1.1, rate=args.rate, duration=600, seed=0)
     plan_wall, plan = _best_of(1, lambda: plan_capacity([profile], plan_traffic, min_hit_ratio=0.9))
+    checked = None if args.no_validate else validations()
     if args.json:
-        print(json.dumps({"scenarios": results, "traffic_s": made, "plan_s": plan_wall}, indent=2))
+        found: dict[str, Any] = {"scenarios": results, "traffic_s": made, "plan_s": plan_wall}
+        if checked is not None:
+            found["validation"] = {mix: v.to_dict() for mix, v in checked[1].items()}
+        print(json.dumps(found, indent=2))
         return 0
     print(
         f"{args.models} models of 300 MiB (cold start 4 s, load 1 s, service 20 ms), {args.rate:g} req/s for "
@@ -122,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         f"plan_capacity of {len(plan.rows)} plans over 10 minutes ({len(plan_traffic):,} requests): "
         f"{plan_wall:.2f} s ({plan_wall / len(plan.rows):.2f} s per plan)"
     )
-    return 0 if all(row["wall_s"] < GOAL_S for row in results) else 1
+    validated = True if checked is None else _print_validations(*checked)
+    return 0 if validated and all(row["wall_s"] < GOAL_S for row in results) else 1
 
 
 if __name__ == "__main__":

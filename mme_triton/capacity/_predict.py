@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mme_triton.capacity.profile import ModelProfile
 from mme_triton.capacity.simulate import SimulationResult, simulate
 from mme_triton.capacity.traffic import Traffic
 from mme_triton.endpoint.instance_specs import InstanceType
-
-if TYPE_CHECKING:
-    from mme_triton.capacity.plan import PlanRow
 
 __all__ = ["budget", "calibrated", "serve", "summary", "timing_notes"]
 
@@ -24,14 +21,29 @@ _TIMING_DRIFT = 1.25  # measured / profiled beyond this factor (either way): the
 
 
 def budget(
-    row: PlanRow, kind: InstanceType, profiles: list[ModelProfile], stack: Any
+    kind: InstanceType,
+    profiles: list[ModelProfile],
+    *,
+    stack: Any = None,
+    max_models: int | None = None,
+    memory_budget: int | None = None,
 ) -> tuple[InstanceType, list[ModelProfile], str, list[str]]:
-    """The instance type and profiles to simulate the replay with, the budget in words, and notes."""
+    """The instance type and profiles to simulate the replay with, the budget in words, and notes.
+
+    The budget is ``max_models`` or ``memory_budget`` when given, else the stack's settings (its
+    ``max_models``, else its ``memory_budget``), else the instance type's memory for models."""
     notes: list[str] = []
-    setting: Any = "instance" if stack is None else getattr(stack, "memory_budget", "instance")
-    count = None if stack is None else getattr(stack, "max_models", None)
+    setting: Any = "instance"
+    count = max_models
+    if count is None and memory_budget is not None:
+        setting = memory_budget
+    elif count is None and stack is not None:
+        count = getattr(stack, "max_models", None)
+        setting = getattr(stack, "memory_budget", "instance")
     planned = f"{kind.name}'s {kind.memory_budget_bytes / 2**20:,.0f} MiB for models"
     if count is not None:
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"max_models must be an integer >= 1, got {count!r}")
         # A count limit: every model weighs 1, the budget is the count.
         unit = InstanceType(f"{kind.name} (max_models={count})", memory_bytes=count, vcpus=kind.vcpus,
                             reserved_bytes=0)  # fmt: skip
@@ -39,8 +51,8 @@ def budget(
         held = _models_held(kind, profiles)
         if held != count:
             notes.append(
-                f"the stack keeps {count} models loaded (max_models), the plan's {kind.name} about {held}: "
-                "the prediction is for the stack's budget"
+                f"the endpoint keeps {count} models loaded (max_models), the plan's {kind.name} about "
+                f"{held}: the prediction is for the endpoint's budget"
             )
         return unit, weights, f"max_models={count}", notes
     if setting == "instance":
@@ -55,7 +67,9 @@ def budget(
         budget = int(setting)
     if budget != kind.memory_budget_bytes:
         if setting is not None and setting != "instance":
-            notes.append(f"the stack's memory_budget is not the plan's ({planned}): the prediction is for it")
+            notes.append(
+                f"the endpoint's memory budget is not the plan's ({planned}): the prediction is for it"
+            )
         kind = InstanceType(f"{kind.name} (budget {budget / 2**20:,.0f} MiB)", memory_bytes=budget,
                             vcpus=kind.vcpus, reserved_bytes=0)  # fmt: skip
     return kind, profiles, f"{budget / 2**20:,.0f} MiB for models", notes

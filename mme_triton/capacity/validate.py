@@ -233,6 +233,8 @@ def validate_plan(
     max_requests: int | None = None,
     time_scale: float = 1.0,
     concurrency: int = 1,
+    max_models: int | None = None,
+    memory_budget: int | None = None,
     metrics_period: int | None = None,
     metrics_timeout: float = 180.0,
     keep: bool = False,
@@ -257,6 +259,10 @@ def validate_plan(
         concurrency: requests in flight at most; with 1 (the default) the requests go one after the
             other, later than their time when the one before is slow, so each request finds the cache as
             the requests before it left it.
+        max_models, memory_budget: the budget the endpoint applies, when it is not the instance type's
+            memory for models and no ``stack=`` says it: a stack started with ``max_models=`` reached through
+            its session (a notebook's ``notebook_stack(max_models=3)``). ``max_models`` counts models
+            (every model then weighs the same), ``memory_budget`` is bytes.
         metrics_period: the period to read the metrics with; default: the stack's ``metrics_period``,
             else 60.
         metrics_timeout: seconds to wait for the endpoint's metrics to count every request sent.
@@ -304,7 +310,9 @@ def validate_plan(
         rows = rows[:max_requests]
     if not rows:
         raise ValueError("no request to replay")
-    sim_kind, sim_profiles, budget, budget_notes = _predict.budget(chosen, kind, profiles, stack)
+    sim_kind, sim_profiles, budget, budget_notes = _predict.budget(
+        kind, profiles, stack=stack, max_models=max_models, memory_budget=memory_budget
+    )
     notes += budget_notes
     by_name = expand(profiles)
     sources = {name: models[profile.name] for name, profile in by_name.items()}

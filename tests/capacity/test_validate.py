@@ -60,18 +60,21 @@ def test_validation_reads_as_a_table_and_as_json() -> None:
 def test_validate_budget_is_the_stacks_count_or_memory_else_the_instance_types() -> None:
     kind = INSTANCE_TYPES["ml.c5.xlarge"]
     model = ModelProfile("m.tar.gz", memory_bytes=40 * MiB, cold_start_s=2.0, service_time_s=0.01)
-    row = SimpleNamespace(instance_type=kind.name, instance_count=1)
 
-    counted, weights, text, notes = budget(row, kind, [model], SimpleNamespace(max_models=3))  # type: ignore[arg-type]
+    counted, weights, text, notes = budget(kind, [model], stack=SimpleNamespace(max_models=3))
     assert counted.memory_budget_bytes == 3 and [w.memory_bytes for w in weights] == [1]
     assert text == "max_models=3" and "keeps 3 models loaded" in notes[0]
+    assert budget(kind, [model], max_models=2)[2] == "max_models=2"  # without a stack: said by hand
 
     stack = SimpleNamespace(max_models=None, memory_budget=100 * MiB)
-    sized, same, text, notes = budget(row, kind, [model], stack)  # type: ignore[arg-type]
-    assert sized.memory_budget_bytes == 100 * MiB and same == [model] and "memory_budget" in notes[0]
+    sized, same, text, notes = budget(kind, [model], stack=stack)
+    assert sized.memory_budget_bytes == 100 * MiB and same == [model] and "memory budget" in notes[0]
+    assert budget(kind, [model], memory_budget=50 * MiB)[0].memory_budget_bytes == 50 * MiB
 
-    plain, same, text, notes = budget(row, kind, [model], None)  # type: ignore[arg-type]
+    plain, same, text, notes = budget(kind, [model])
     assert plain is kind and notes == []
+    with pytest.raises(ValueError, match="max_models must be an integer >= 1"):
+        budget(kind, [model], max_models=0)
 
 
 def test_validate_plan_refuses_what_it_cannot_replay(plan: CapacityPlan) -> None:
