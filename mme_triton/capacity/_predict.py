@@ -15,6 +15,7 @@ from mme_triton.endpoint.instance_specs import InstanceType
 __all__ = ["budget", "calibrated", "serve", "summary", "timing_notes"]
 
 _TIMING_DRIFT = 1.25  # measured / profiled beyond this factor (either way): the notes say so
+_TIMING_FLOOR_S = 0.01  # ... and apart by at least this: a few milliseconds of difference changes no figure
 
 
 # -- the budget the endpoint applies ---------------------------------------------------------------------
@@ -179,7 +180,10 @@ def timing_notes(profiles: list[ModelProfile], measured: Mapping[str, Any]) -> l
     for what, seen, assumed in pairs:
         if seen is None or assumed <= 0 or seen <= 0:
             continue
-        if not 1 / _TIMING_DRIFT <= seen / assumed <= _TIMING_DRIFT:
+        if (
+            abs(seen - assumed) >= _TIMING_FLOOR_S
+            and not 1 / _TIMING_DRIFT <= seen / assumed <= _TIMING_DRIFT
+        ):
             notes.append(
                 f"the endpoint's {what} time ({seen:.3f} s on average) is {seen / assumed:.2f}x the "
                 f"profile's ({assumed:.3f} s): predictions that depend on it are off for that reason "

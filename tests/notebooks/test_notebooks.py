@@ -31,6 +31,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "ensemble": ("triton", "moto", "torch"),
     "profile": ("triton", "moto", "torch"),
     "metrics": ("triton", "moto"),
+    "capacity": ("triton", "moto"),
 }
 CELL_TIMEOUT = 300  # seconds; the first torch import and the exports are the slow cells
 EXIT_TIMEOUT = 30.0  # seconds the kernel has to run its exit hooks (the stack stops there) after shutdown
