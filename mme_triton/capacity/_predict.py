@@ -178,9 +178,14 @@ def timing_notes(profiles: list[ModelProfile], measured: Mapping[str, Any]) -> l
         ("service", _service_s(measured), _mean([p.service_time_s for p in profiles])),
     ]
     for what, seen, assumed in pairs:
-        if seen is None or assumed <= 0 or seen <= 0:
+        if seen is None or seen < _TIMING_FLOOR_S:
             continue
-        if (
+        if assumed <= 0:
+            notes.append(
+                f"the endpoint's {what} time is {seen:.3f} s on average; the profile has none: predictions "
+                "that depend on it are off for that reason (see the calibrated column)"
+            )
+        elif (
             abs(seen - assumed) >= _TIMING_FLOOR_S
             and not 1 / _TIMING_DRIFT <= seen / assumed <= _TIMING_DRIFT
         ):

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from mme_triton import CapacityPlan, ModelProfile, Traffic, plan_capacity
-from mme_triton.capacity._predict import budget
+from mme_triton.capacity._predict import budget, timing_notes
 from mme_triton.capacity.validate import Comparison, Validation, validate_plan
 from mme_triton.endpoint.instance_specs import INSTANCE_TYPES
 
@@ -88,3 +88,14 @@ def test_validate_plan_refuses_what_it_cannot_replay(plan: CapacityPlan) -> None
         validate_plan(plan, {"m.tar.gz": "repo/m"}, row=0, time_scale=0)
     with pytest.raises(ValueError, match="boto3_session=, role= and model_data_url= together"):
         validate_plan(plan, {"m.tar.gz": "repo/m"}, row=0)
+
+
+def test_validate_notes_timings_far_from_the_profiles() -> None:
+    model = ModelProfile("m.tar.gz", memory_bytes=MiB, cold_start_s=2.0, reload_s=1.0, service_time_s=0.01)
+    notes = timing_notes([model], {"load_mean_s": 2.0, "unload_mean_s": 2.0, "model_latency_p50_ms": 11.0})
+    assert len(notes) == 2
+    assert notes[0].startswith(
+        "the endpoint's load time (2.000 s on average) is 2.00x the profile's (1.000 s)"
+    )
+    assert notes[1].startswith("the endpoint's unload time is 2.000 s on average; the profile has none")
+    assert timing_notes([model], {"load_mean_s": 1.1, "unload_mean_s": 0.002}) == []  # close, or negligible
