@@ -1,4 +1,5 @@
-"""The embedded stack's commands of the ``mme-triton`` command line: ``local up`` and ``quickstart``.
+"""The embedded stack's commands of the ``mme-triton`` command line: ``local up``, ``local status`` and
+``quickstart``.
 
 :func:`add_local_commands` registers them on the main parser's sub-parsers; each handler returns the exit
 code. Library errors propagate to the main command's error boundary (one ``error:`` line, exit 1).
@@ -18,7 +19,7 @@ from typing import Any
 from mme_triton.local.route.limits import DEFAULT_MAX_COMPRESSION_RATIO, DEFAULT_MAX_MEMBERS
 from mme_triton.local.triton.options import DEFAULT_SHM_LIMIT
 
-__all__ = ["add_local_commands", "local_up", "parse_period", "parse_size", "quickstart"]
+__all__ = ["add_local_commands", "local_status", "local_up", "parse_period", "parse_size", "quickstart"]
 
 _UNITS = {
     "": 1,
@@ -146,6 +147,63 @@ def local_up(args: argparse.Namespace, *, stop: threading.Event | None = None) -
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+    return 0
+
+
+def local_status(args: argparse.Namespace) -> int:
+    """``mme-triton local status``: what each endpoint of a running ``local up`` holds, read from its
+    InvokeEndpoint route (``--url``, else ``AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME`` as ``local up`` prints it).
+
+    Raises:
+        LocalStackError: no URL, or no stack answers there.
+    """
+    import json
+    import os
+    import urllib.error
+    import urllib.request
+
+    from mme_triton.errors import LocalStackError
+    from mme_triton.local.route.limits import human_size
+    from mme_triton.local.route.status import STATUS_PATH, status_from_json
+
+    url = args.url or os.environ.get("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME")
+    if not url:
+        raise LocalStackError(
+            "no stack to ask: export the variables `mme-triton local up` prints "
+            "(AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME), or pass --url"
+        )
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + STATUS_PATH, timeout=30) as answer:
+            document = json.loads(answer.read(64 * 1024 * 1024))
+        statuses = status_from_json(document)
+    except (OSError, ValueError) as exc:
+        raise LocalStackError(
+            f"no embedded stack answers at {url} ({exc}); is `mme-triton local up` running?"
+        ) from exc
+    if args.json:
+        _out(json.dumps(document, indent=2))
+        return 0
+    if not statuses:
+        _out(f"no endpoint in service on the stack at {url}")
+    for status in statuses:
+        budget = "no byte limit" if status.memory_budget is None else human_size(status.memory_budget)
+        _out(
+            f"endpoint {status.endpoint_name} ({status.variant_name}, {status.instance_type}): "
+            f"{len(status.loaded)} loaded, memory budget {budget}; {status.loads} loads, "
+            f"{status.evictions} evictions, {status.downloads} downloads, {status.restarts} restarts"
+        )
+        if status.loaded:
+            _out("  loaded (least recently used first):")
+            width = max(len(model.target_model) for model in status.loaded)
+            for model in status.loaded:
+                _out(
+                    f"    {model.target_model:<{width}}  {human_size(model.memory_bytes):>10}  "
+                    f"loaded {model.loads}x"
+                )
+        if status.s3_error:
+            _out(f"  models in S3: cannot list them ({status.s3_error})")
+        else:
+            _out(f"  in {status.model_data_url}, not loaded: {', '.join(status.not_loaded) or 'none'}")
     return 0
 
 
@@ -282,6 +340,20 @@ def add_local_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     )
     handler: Callable[[argparse.Namespace], int] = local_up
     up.set_defaults(handler=handler)
+    status = local_sub.add_parser(
+        "status",
+        help="what each endpoint of a running `local up` holds: loaded models, their memory and loads",
+        description="Per endpoint of a running `mme-triton local up`: the models loaded (least recently used "
+        "first) with their memory and load counts, and the models in S3 not loaded.",
+    )
+    status.add_argument(
+        "--url",
+        default=None,
+        help="the stack's InvokeEndpoint URL (default: $AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME, as `local up` "
+        "prints it)",
+    )
+    status.add_argument("--json", action="store_true", help="print the stack's answer as JSON")
+    status.set_defaults(handler=local_status)
 
     qs = subparsers.add_parser(
         "quickstart",

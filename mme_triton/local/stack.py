@@ -11,8 +11,8 @@
   URL only);
 - one :class:`~mme_triton.local.triton.server.TritonServer` per in-service endpoint, started when the endpoint
   goes ``InService``, replaced after ``UpdateEndpoint`` and stopped by ``DeleteEndpoint``;
-- a :class:`~mme_triton.local.aws.metrics.MetricsRecorder` that publishes the endpoints' metrics to the
-  control plane's CloudWatch every ``metrics_period`` seconds (:attr:`LocalStack.metrics`).
+- a :class:`~mme_triton.local.aws.metrics.MetricsRecorder` that publishes what the route records of each
+  endpoint to the control plane's CloudWatch every ``metrics_period`` seconds (:attr:`LocalStack.metrics`).
 
 The stack never touches ``os.environ``: it hands out a boto3 session whose clients default to it, so every
 other boto3 client in the process keeps reaching real AWS.
@@ -33,11 +33,7 @@ from mme_triton.errors import LocalStackError
 from mme_triton.local.aws.metrics import DEFAULT_METRICS_PERIOD, MetricsRecorder, check_metrics_period
 from mme_triton.local.route.budget import FROM_INSTANCE, BudgetSetting, endpoint_budget
 from mme_triton.local.route.endpoint_runtime import DEFAULT_READY_TIMEOUT, EndpointRuntime
-from mme_triton.local.route.limits import (
-    DEFAULT_MAX_COMPRESSION_RATIO,
-    DEFAULT_MAX_MEMBERS,
-    check_limits,
-)
+from mme_triton.local.route.limits import DEFAULT_MAX_COMPRESSION_RATIO, DEFAULT_MAX_MEMBERS, check_limits
 from mme_triton.local.route.names import is_shell_safe
 from mme_triton.local.route.runtime import InvocationRuntime
 from mme_triton.local.serve import default_triton_factory
@@ -48,6 +44,7 @@ if TYPE_CHECKING:
 
     from mme_triton.local.aws.controlplane import ControlPlane
     from mme_triton.local.route.runtime_server import RuntimeServer
+    from mme_triton.local.route.status import EndpointStatus
     from mme_triton.local.route.timings import LoadTimings
     from mme_triton.local.triton.ports import TritonEndpoints
     from mme_triton.local.triton.server import TritonServer
@@ -248,6 +245,7 @@ class LocalStack:
                 runtime.bind(plane.boto3_session())
                 self._role_arn = self._create_role(plane)
                 metrics = MetricsRecorder(self._cloudwatch(plane), period=self.metrics_period).start()
+                runtime.metrics = metrics.endpoint  # each endpoint's route records into its sink
             except BaseException:
                 server.stop()
                 runtime.stop()
@@ -334,12 +332,9 @@ class LocalStack:
 
     @property
     def metrics(self) -> MetricsRecorder:
-        """The recorder that publishes the endpoints' metrics to the stack's CloudWatch.
-
-        ``stack.metrics.endpoint(endpoint_name, variant_name)`` is the
-        :class:`~mme_triton.local.aws.metrics.EndpointMetricsSink` of a production variant; see
-        ``docs/metrics.md`` for what each of its methods publishes.
-        """
+        """The recorder that publishes the endpoints' metrics to the stack's CloudWatch (the route records
+        into ``stack.metrics.endpoint(endpoint_name, variant_name)``, the
+        :class:`~mme_triton.local.aws.metrics.EndpointMetricsSink` of a variant; see ``docs/metrics.md``)."""
         self._running_plane()
         assert self._metrics is not None
         return self._metrics
@@ -366,10 +361,8 @@ class LocalStack:
         return f"{DEFAULT_BUCKET_PREFIX}{self.account_id}"
 
     def create_bucket(self, name: str | None = None) -> str:
-        """Create an S3 bucket in the stack (nothing happens when it exists already); return its name.
-
-        ``name`` defaults to :attr:`default_bucket`.
-        """
+        """Create an S3 bucket in the stack (nothing happens when it exists already); return its name
+        (``name`` defaults to :attr:`default_bucket`)."""
         name = name or self.default_bucket
         s3 = self.client("s3")
         try:
@@ -450,6 +443,13 @@ class LocalStack:
         runtime = self.endpoint_runtime(endpoint_name)
         return runtime.unload_model(target_model, timeout=timeout) if runtime is not None else False
 
+    def status(self) -> list[EndpointStatus]:
+        """Per in-service endpoint: the models loaded (LRU order) with their memory and load counts, and the
+        models in S3 not loaded (what ``mme-triton local status`` prints)."""
+        from mme_triton.local.route.status import stack_status
+
+        return stack_status(self.runtime)
+
     def triton_endpoints(self, endpoint_name: str) -> TritonEndpoints | None:
         """Triton's own HTTP, gRPC and metrics URLs behind an endpoint, and the Triton name of each
         loaded TargetModel; ``None`` unless the stack runs with ``triton_ports=True`` and the endpoint
@@ -482,10 +482,8 @@ class LocalStack:
     def _cloudwatch(plane: ControlPlane) -> Any:
         from botocore.config import Config
 
-        config = Config(
-            retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=5, read_timeout=30
-        )
-        return plane.client("cloudwatch", config=config)
+        retries: Any = {"mode": "standard", "total_max_attempts": 3}
+        return plane.client("cloudwatch", config=Config(retries=retries, connect_timeout=5, read_timeout=30))
 
     def _create_role(self, plane: ControlPlane) -> str:
         iam: Any = plane.boto3_session().client("iam")

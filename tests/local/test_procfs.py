@@ -1,5 +1,6 @@
 """The stack's python-backend regions in /dev/shm: named after their PID namespace and process, and
-cleaned up after a killed process only where that process's pid means something (Linux, no server)."""
+cleaned up after a killed process only where that process's pid means something; a process's CPU time and
+memory as the stack's utilization metrics read them (Linux, no server)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ import pytest
 
 from mme_triton.local.triton.procfs import (
     SHM_DIR,
+    cpu_seconds,
     new_shm_prefix,
     pid_namespace,
+    process_tree_usage,
     remove_orphaned_shm_regions,
     stack_shm_prefix,
 )
@@ -68,3 +71,27 @@ def test_remove_orphaned_shm_regions_leaves_other_pid_namespaces_alone(regions: 
     assert removed.get(dead) == 1 and live not in removed
     assert not orphan.exists()
     assert all(path.exists() for path in (running, mine, other_namespace, no_namespace, unrelated))
+
+
+def test_cpu_seconds_counts_what_a_process_spent_on_the_cpu() -> None:
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\n"
+            "print('busy', flush=True); time.sleep(30)",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert process.stdout is not None and process.stdout.readline() == b"busy\n"
+        spent = cpu_seconds(process.pid)
+        seconds, memory = process_tree_usage(process.pid)
+    finally:
+        process.kill()
+        process.wait()
+
+    assert spent >= 0.25  # /proc counts whole clock ticks
+    assert seconds >= spent
+    assert memory > 0  # its resident memory (it runs no python-backend stubs)
+    assert cpu_seconds(process.pid) == 0.0  # gone: nothing to read

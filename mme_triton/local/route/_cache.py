@@ -22,12 +22,13 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mme_triton._sagemaker import error_code, parse_s3_url
+from mme_triton._sagemaker import ARCHIVE_SUFFIX, error_code, parse_s3_url
 from mme_triton.errors import LocalStackError
 from mme_triton.local.route._prepare import Messages, prepare_model
 from mme_triton.local.route.extract import ExtractLimits, ModelArchiveError
 from mme_triton.local.route.limits import human_size
 from mme_triton.local.route.lru import ModelLRU
+from mme_triton.local.route.metrics import MetricsSink
 from mme_triton.local.route.timings import LoadTimings, TimedBody
 from mme_triton.local.route.volume import ModelCopy, ModelVolume
 
@@ -72,6 +73,7 @@ class ModelCache:
     _adapt: Callable[[Path], list[str]] | None
     model_data_url: str
     downloads: int
+    metrics: MetricsSink
 
     @property
     def endpoint_name(self) -> str:  # pragma: no cover - defined by EndpointRuntime
@@ -127,6 +129,7 @@ class ModelCache:
             extract_s=max(0.0, time.monotonic() - requested - body.seconds),
             load_s=0.0,
         )
+        self.metrics.model_downloaded(parts.download_s + parts.extract_s)
         copy = ModelCopy(extracted.size, etag, time.time(), extracted.path)
         with self._lock:
             self.downloads += 1
@@ -147,6 +150,27 @@ class ModelCache:
                 human_size(self._volume.capacity),
             )
         return copy, parts
+
+    def models_in_s3(self, limit: int = 1000) -> list[str]:
+        """The TargetModels (``.tar.gz`` objects directly under the ModelDataUrl) in S3, sorted, at most
+        ``limit`` of them.
+
+        Raises:
+            LocalStackError: S3 refused the listing.
+        """
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        bucket, prefix = self._location("")
+        names: list[str] = []
+        try:
+            pages = self._s3.get_paginator("list_objects_v2").paginate(
+                Bucket=bucket, Prefix=prefix, Delimiter="/", PaginationConfig={"MaxItems": limit}
+            )
+            for page in pages:
+                names += [item["Key"][len(prefix) :] for item in page.get("Contents", [])]
+        except (BotoCoreError, ClientError) as exc:
+            raise LocalStackError(f"cannot list s3://{bucket}/{prefix}: {exc}") from exc
+        return sorted(name for name in names if name.endswith(ARCHIVE_SUFFIX) and name != ARCHIVE_SUFFIX)
 
     def _held(self, name: str) -> bool:
         """Whether ``name`` is loaded, loading, unloading or in use (caller holds the lock)."""

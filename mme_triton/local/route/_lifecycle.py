@@ -31,6 +31,7 @@ from mme_triton.errors import LocalStackError
 from mme_triton.local.route._cache import ModelCache, model_hash_of
 from mme_triton.local.route._prepare import LoadFailedError, load_failure
 from mme_triton.local.route.limits import human_size
+from mme_triton.local.route.metrics import MetricsSink
 from mme_triton.local.route.names import triton_model_name
 from mme_triton.local.route.timings import LoadTimings
 from mme_triton.local.triton.protocol import TritonLike
@@ -66,6 +67,8 @@ class Lifecycle(ModelCache):
     _unload_timeout: float
     _unloader: ThreadPoolExecutor
     cache_disabled: bool
+    metrics: MetricsSink
+    load_counts: Counter[str]
     loads: int
     evictions: int
     restarts: int
@@ -111,8 +114,10 @@ class Lifecycle(ModelCache):
             parts, wait_s=waited + load_started - room_from, load_s=time.monotonic() - load_started
         )
         measured = self._measure(triton, extra=target_model)
+        self.metrics.model_loaded(parts.load_s)
         with self._idle:
             self.loads += 1
+            self.load_counts[target_model] += 1
             self._timings[target_model] = parts
             self._reserved.pop(target_model, None)
             if self._generation != generation:
@@ -130,6 +135,7 @@ class Lifecycle(ModelCache):
             evicted = self._lru.excess(keep=self._in_use, **self._pending())
             for victim in evicted:
                 self._schedule_unload(victim, triton)
+            self._count_loaded()
             self._idle.notify_all()
         if evicted:
             logger.info(
@@ -331,6 +337,7 @@ class Lifecycle(ModelCache):
                 if self._unloading.get(target_model) is done:
                     del self._unloading[target_model]
                     self._unloading_bytes.pop(target_model, None)
+                    self._count_loaded()
                 self._idle.notify_all()
 
         future.add_done_callback(forget)
@@ -345,10 +352,12 @@ class Lifecycle(ModelCache):
             triton.unload(
                 model_hash, target_model=triton_model_name(target_model), timeout=self._unload_timeout
             )
+            unloaded = time.monotonic() - started
+            self.metrics.model_unloaded(unloaded)
             with self._lock:
                 loaded = self._timings.get(target_model)
                 if loaded is not None:
-                    self._timings[target_model] = replace(loaded, unload_s=time.monotonic() - started)
+                    self._timings[target_model] = replace(loaded, unload_s=unloaded)
             logger.info("endpoint %s: unloaded %s", self.endpoint_name, target_model)
         except LocalStackError as exc:
             logger.warning("endpoint %s: unloading %s failed: %s", self.endpoint_name, target_model, exc)
@@ -356,6 +365,12 @@ class Lifecycle(ModelCache):
             with self._lock:
                 if target_model not in self._loading:
                     self._delete_copy(target_model)
+
+    def _count_loaded(self) -> None:
+        """Publish how many models the endpoint's Triton holds: loaded, and unloading (caller holds the
+        lock); a closed runtime (replaced by an update) no longer speaks for the variant."""
+        if not self._closed.is_set():
+            self.metrics.loaded_models(len(self._lru) + len(self._unloading))
 
     def _release_unused(self, target_model: str) -> None:
         """A request for ``target_model`` ended and none uses it now (caller holds the lock):
@@ -392,6 +407,7 @@ class Lifecycle(ModelCache):
             self._reserved.clear()
             self._memory.clear()
             self._volume.clear()
+            self.metrics.loaded_models(0)
             self._idle.notify_all()
         logger.warning(
             "endpoint %s: Triton exited (status %s); starting it again, models load again on demand",

@@ -44,6 +44,7 @@ from mme_triton.local.route._lifecycle import Lifecycle
 from mme_triton.local.route._prepare import LoadFailedError, Messages
 from mme_triton.local.route.extract import ExtractLimits, ModelArchiveError
 from mme_triton.local.route.lru import ModelLRU
+from mme_triton.local.route.metrics import MetricsSink, NullMetricsSink, record_invocation
 from mme_triton.local.route.names import rename_in_response, triton_model_name
 from mme_triton.local.route.responses import (
     RuntimeResponse,
@@ -72,7 +73,6 @@ __all__ = [
     "EndpointModels",
     "EndpointRuntime",
     "ModelDataNotFoundError",
-    "gpu_adapter",
     "target_model_hash",
 ]
 
@@ -150,8 +150,11 @@ class EndpointRuntime(Lifecycle):
         invoke_timeout: float = 60.0,
         workers: int = 3,
         watch_interval: float = 0.5,
+        metrics: MetricsSink | None = None,
     ) -> None:
         self.models = models
+        self.metrics: MetricsSink = metrics or NullMetricsSink()
+        """Where the endpoint's CloudWatch metrics are recorded (:mod:`mme_triton.local.route.metrics`)."""
         self._triton = triton
         self._s3 = s3_client
         self._workdir = workdir
@@ -190,6 +193,8 @@ class EndpointRuntime(Lifecycle):
         self._unloader = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"unload-{name}")
         self.loads = 0
         """How many model loads this endpoint performed (a reload after eviction counts again)."""
+        self.load_counts: Counter[str] = Counter()
+        """How many times each TargetModel was loaded."""
         self.downloads = 0
         """How many archives were downloaded (a reload from the volume downloads nothing)."""
         self.evictions = 0
@@ -222,6 +227,10 @@ class EndpointRuntime(Lifecycle):
     def memory_budget(self) -> int | None:
         """Bytes the endpoint's loaded models may hold (``None``: no byte limit)."""
         return self._lru.budget_bytes
+
+    def volume_usage(self) -> tuple[int, int]:
+        """Bytes the models on the endpoint's volume take, and the volume's size."""
+        return self._volume.total_bytes, self._volume.capacity
 
     def volume_models(self) -> list[str]:
         """The TargetModels extracted on the endpoint's volume, least recently used first."""
@@ -279,12 +288,26 @@ class EndpointRuntime(Lifecycle):
 
     def invoke(self, target_model: str, body: bytes, content_type: str) -> RuntimeResponse:
         """Answer one InvokeEndpoint request for ``target_model`` (loading it first if needed), within one
-        budget of ``invoke_timeout`` seconds for the load wait and the inference together."""
-        started = time.monotonic()
+        budget of ``invoke_timeout`` seconds for the load wait and the inference together; record it in
+        :attr:`metrics`."""
+        call: dict[str, float] = {"started": time.monotonic()}
+        response = self._invoke(target_model, body, content_type, call)
+        record_invocation(self.metrics, response, call)
+        return response
+
+    def _invoke(
+        self, target_model: str, body: bytes, content_type: str, call: dict[str, float]
+    ) -> RuntimeResponse:
+        """:meth:`invoke`, noting in ``call`` (monotonic times) whether the model was loaded when the
+        request came (``hit``), when it was ``acquired``, ``sent`` to Triton and ``answered``."""
+        started = call["started"]
         deadline = started + self._invoke_timeout
         triton = self._triton
         try:
-            model_hash, triton = self._acquire(target_model, min(deadline, started + self._ready_timeout))
+            model_hash, triton = self._acquire(
+                target_model, min(deadline, started + self._ready_timeout), call
+            )
+            call["acquired"] = time.monotonic()
         except ModelDataNotFoundError as exc:
             return model_data_not_found(exc.bucket, exc.key)
         except ModelArchiveError as exc:
@@ -303,7 +326,9 @@ class EndpointRuntime(Lifecycle):
             if remaining <= 0:
                 return self.timed_out(target_model)
             alias = triton_model_name(target_model)
+            call["sent"] = time.monotonic()
             status, headers, answer = triton.invoke(model_hash, alias, body, content_type, timeout=remaining)
+            call["answered"] = time.monotonic()
         except TritonTimeoutError:
             return self.timed_out(target_model)
         except LocalStackError as exc:
@@ -402,8 +427,9 @@ class EndpointRuntime(Lifecycle):
             scratch=self._workdir,
         )
 
-    def _acquire(self, target_model: str, deadline: float) -> tuple[str, TritonLike]:
-        """Make sure ``target_model`` is loaded and count one request on it; return its hash and server.
+    def _acquire(self, target_model: str, deadline: float, call: dict[str, float]) -> tuple[str, TritonLike]:
+        """Make sure ``target_model`` is loaded and count one request on it; return its hash and server
+        (``call["hit"]`` set when it was loaded already).
 
         The download and load run on the endpoint's loader threads; concurrent first requests share one.
         A request waits for it (and for a restart under way) until ``deadline``, then gets
@@ -416,12 +442,16 @@ class EndpointRuntime(Lifecycle):
                 restarting = self._restarting
                 waiting: Future[None]
                 if restarting is not None:
+                    call["waited"] = 1.0
                     waiting = restarting
                 else:
                     triton = self._triton
                     if self._lru.touch(target_model):
                         self._in_flight[target_model] += 1
+                        if "waited" not in call:
+                            call["hit"] = 1.0
                         return model_hash, triton
+                    call["waited"] = 1.0
                     pending = self._loading.get(target_model)
                     if pending is None:
                         pending = self._loader.submit(
@@ -468,14 +498,3 @@ class _NotReady(Exception):
 
 class _Replacing(Exception):
     """The endpoint's Triton is being started again and was not ready in time."""
-
-
-def gpu_adapter() -> Callable[[Path], list[str]]:
-    """Adapts an extracted model for the CPU (see :mod:`mme_triton.local.route.adapt`); refuses GPU-only ones
-    with :class:`~mme_triton.local.route.adapt.GPUModelError`."""
-    from mme_triton.local.route.adapt import adapt_for_cpu
-
-    def adapt(model_dir: Path) -> list[str]:
-        return list(adapt_for_cpu(model_dir))
-
-    return adapt

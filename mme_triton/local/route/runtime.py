@@ -55,6 +55,12 @@ from mme_triton.local.route.limits import (
     check_limits,
 )
 from mme_triton.local.route.lru import ModelLRU
+from mme_triton.local.route.metrics import (
+    MetricsSink,
+    SinkFactory,
+    UsageSampler,
+    null_sink_factory,
+)
 from mme_triton.local.route.python_env import model_adapter
 from mme_triton.local.route.responses import (
     RuntimeResponse,
@@ -111,6 +117,8 @@ class InvocationRuntime:
             ``VolumeSizeInGB`` when set, else 16 GiB. A number is a ceiling on that too.
         max_archive_members: entries one archive may hold.
         max_compression_ratio: how many times an archive may expand.
+        metrics: ``(endpoint name, variant name) -> sink``: where each endpoint's CloudWatch metrics are
+            recorded (:mod:`mme_triton.local.route.metrics`); the stack passes its recorder's. None: nowhere.
 
     Example::
 
@@ -134,6 +142,7 @@ class InvocationRuntime:
         max_unpacked_bytes: int | None = None,
         max_archive_members: int = DEFAULT_MAX_MEMBERS,
         max_compression_ratio: float = DEFAULT_MAX_COMPRESSION_RATIO,
+        metrics: SinkFactory | None = None,
     ) -> None:
         endpoint_budget(memory_budget, None)  # validates it
         ModelLRU(max_models=max_models)  # validates it
@@ -160,6 +169,8 @@ class InvocationRuntime:
         self._triton_factory = triton_factory
         self._adapt_gpu_configs = adapt_gpu_configs
         self._endpoints: dict[str, EndpointRuntime] = {}
+        self.metrics: SinkFactory = metrics or null_sink_factory
+        self._sinks: dict[str, tuple[str, MetricsSink]] = {}  # endpoint -> (variant, sink)
         self._lock = threading.Lock()
         self._session: Any = None
         self._s3: S3Client | None = None
@@ -240,6 +251,7 @@ class InvocationRuntime:
             limits=limits,
             volume=ModelVolume(limits.max_bytes),
             ready_timeout=self.ready_timeout,
+            metrics=self._sink(endpoint_name, models.variant_name),
         )
         with self._lock:
             closed = self._stopping.is_set()
@@ -270,6 +282,9 @@ class InvocationRuntime:
         """Stop the endpoint's Triton and forget its models."""
         with self._lock:
             runtime = self._endpoints.pop(endpoint_name, None)
+            _, sink = self._sinks.pop(endpoint_name, ("", None))
+        if sink is not None:
+            sink.close()
         if runtime is not None:
             runtime.close()
             logger.info("endpoint %s deleted: its Triton stopped", endpoint_name)
@@ -295,6 +310,21 @@ class InvocationRuntime:
             stopper.start()
         for stopper in stoppers:
             stopper.join()
+
+    def _sink(self, endpoint_name: str, variant_name: str) -> MetricsSink:
+        """The endpoint's metrics sink (one across updates of the endpoint with the same variant), sampling
+        its Triton's CPU and memory and its volume before each window is published."""
+        with self._lock:
+            variant, sink = self._sinks.get(endpoint_name, ("", None))
+        if sink is not None and variant == variant_name:
+            return sink
+        if sink is not None:
+            sink.close()
+        sink = self.metrics(endpoint_name, variant_name)
+        sink.on_publish(UsageSampler(lambda: self.endpoint(endpoint_name)))
+        with self._lock:
+            self._sinks[endpoint_name] = (variant_name, sink)
+        return sink
 
     def _limits(self, models: EndpointModels) -> ExtractLimits:
         """What one archive of the endpoint may unpack to: its volume, within the stack's ceiling."""

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future as ThreadFuture
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +31,7 @@ from urllib.parse import unquote
 from mme_triton._sagemaker import TARGET_MODEL_HEADER, target_model_problem
 from mme_triton.errors import LocalStackError
 from mme_triton.local.route._http11 import HttpError, Message, MessageReader
+from mme_triton.local.route.metrics import record_invocation
 from mme_triton.local.route.responses import (
     RuntimeResponse,
     error_response,
@@ -36,6 +39,7 @@ from mme_triton.local.route.responses import (
     payload_too_large,
     request_id,
 )
+from mme_triton.local.route.status import STATUS_PATH, stack_status
 from mme_triton.local.triton.frontend import UNKNOWN_WORKER
 
 if TYPE_CHECKING:
@@ -49,6 +53,7 @@ logger = logging.getLogger(__name__)
 
 _INVOCATIONS = re.compile(rb"^/endpoints/(?P<name>[^/?]+)/invocations/?(?:\?.*)?$")
 _TARGET = TARGET_MODEL_HEADER.lower().encode()
+_STATUS = STATUS_PATH.encode()
 _IDLE_UPSTREAM = 64
 _JOIN_LIMIT = 256 * 1024
 _NOT_FOUND = error_response(
@@ -362,8 +367,12 @@ class RuntimeServer:
 
     def answer(self, message: Message, reply: Callable[[RuntimeResponse], None]) -> None:
         """Answer ``message`` through ``reply``, now (on the loop) or when Triton or a thread is done."""
+        started = time.monotonic()
         method, path, _ = message.start
         match = _INVOCATIONS.match(path)
+        if match is None and method == b"GET" and path.split(b"?")[0] == _STATUS:
+            self._run(self._status, reply)
+            return
         if match is None or method != b"POST":
             reply(_NOT_FOUND)
             return
@@ -386,11 +395,15 @@ class RuntimeServer:
         ):
             fast = endpoint.fast_path(target_model)
             if fast is not None:
-                self._forward(endpoint, fast, target_model, message.body, content_type, reply)
+                self._forward(endpoint, fast, target_model, message.body, content_type, reply, started)
                 return
-        future = self._pool.submit(
-            runtime.handle, name, target_model, message.body, content_type, len(message.body)
+        self._run(
+            lambda: runtime.handle(name, target_model, message.body, content_type, len(message.body)), reply
         )
+
+    def _run(self, work: Callable[[], RuntimeResponse], reply: Callable[[RuntimeResponse], None]) -> None:
+        """Answer with what ``work`` returns, run on a thread."""
+        future = self._pool.submit(work)
         loop = self._loop
         assert loop is not None
 
@@ -398,11 +411,18 @@ class RuntimeServer:
             try:
                 response = done.result()
             except Exception as exc:  # the caller must get an answer, and a real error
-                logger.exception("InvokeEndpoint for %s failed", name)
+                logger.exception("a request to the InvokeEndpoint route failed")
                 response = internal_failure(f"{type(exc).__name__}: {exc}")
             loop.call_soon_threadsafe(reply, response)
 
         future.add_done_callback(handled)
+
+    def _status(self) -> RuntimeResponse:
+        """``GET /mme-triton/status``: :func:`~mme_triton.local.route.status.stack_status` as JSON."""
+        document = {"endpoints": [status.to_dict() for status in stack_status(self.runtime)]}
+        body = json.dumps(document).encode()
+        headers = [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+        return RuntimeResponse(200, headers, body)
 
     def _forward(
         self,
@@ -412,6 +432,7 @@ class RuntimeServer:
         body: bytes,
         content_type: str,
         reply: Callable[[RuntimeResponse], None],
+        started: float,
     ) -> None:
         loop = self._loop
         assert loop is not None
@@ -426,29 +447,34 @@ class RuntimeServer:
             f"Content-Length: {len(body)}\r\n\r\n"
         ).encode("latin-1", "replace")
 
+        call = {"started": started, "hit": 1.0}
+
         def answered(status: int, answer_type: bytes, answer: bytes) -> None:
+            if status != FAILED and status != TIMED_OUT:
+                call["answered"] = time.monotonic()
             endpoint.release(target_model)
             if status == TIMED_OUT:
-                reply(endpoint.timed_out(target_model))
+                response = endpoint.timed_out(target_model)
             elif status == FAILED:
                 failure = LocalStackError(
                     f"POST /models/{fast.model_hash}/invoke to Triton on {fast.triton.address} failed"
                 )
-                reply(endpoint.forward_failed(fast.triton, failure))
+                response = endpoint.forward_failed(fast.triton, failure)
             elif 200 <= status < 300:
-                reply(
-                    RuntimeResponse(
-                        status,
-                        [
-                            ("Content-Type", answer_type.decode("latin-1") or "application/octet-stream"),
-                            ("x-Amzn-Invoked-Production-Variant", endpoint.models.variant_name),
-                            ("x-amzn-RequestId", request_id()),
-                            ("Content-Length", str(len(answer))),
-                        ],
-                        answer,
-                    )
+                response = RuntimeResponse(
+                    status,
+                    [
+                        ("Content-Type", answer_type.decode("latin-1") or "application/octet-stream"),
+                        ("x-Amzn-Invoked-Production-Variant", endpoint.models.variant_name),
+                        ("x-amzn-RequestId", request_id()),
+                        ("Content-Length", str(len(answer))),
+                    ],
+                    answer,
                 )
             else:
-                reply(endpoint.answer(target_model, status, answer_type.decode("latin-1"), answer))
+                response = endpoint.answer(target_model, status, answer_type.decode("latin-1"), answer)
+            reply(response)
+            record_invocation(endpoint.metrics, response, call)
 
+        call["sent"] = time.monotonic()
         pool.request(head, body, answered, endpoint.invoke_timeout)

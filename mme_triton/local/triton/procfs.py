@@ -24,6 +24,7 @@ __all__ = [
     "children",
     "new_shm_prefix",
     "pid_namespace",
+    "process_tree_usage",
     "remove_orphaned_shm_regions",
     "remove_shm_regions",
     "rss",
@@ -43,6 +44,7 @@ logger = logging.getLogger("mme_triton.local.triton.server")
 _STACK_REGION = re.compile(r"mme_triton_ns(\d+)_(\d+)_[0-9a-f]{8}_")
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 @dataclass(frozen=True)
@@ -155,6 +157,24 @@ def rss(pid: int) -> int:
         return int(fields[1]) * PAGE_SIZE
     except (OSError, IndexError, ValueError):
         return 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds ``pid`` has used (``/proc/<pid>/stat``; 0 when it cannot be read)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = stat[stat.rfind(")") + 2 :].split()  # the command name may hold spaces
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def process_tree_usage(pid: int) -> tuple[float, int]:
+    """CPU seconds used by ``pid`` and its children (a server's model stubs), and the memory they hold: the
+    resident memory of ``pid`` and what each stub costs (:attr:`StubProcess.memory_bytes`)."""
+    stubs = stub_processes(pid)
+    seconds = cpu_seconds(pid) + sum(cpu_seconds(stub.pid) for stub in stubs)
+    return seconds, rss(pid) + sum(stub.memory_bytes for stub in stubs)
 
 
 def children(pid: int) -> list[int]:

@@ -1,0 +1,117 @@
+"""What each endpoint of the embedded stack holds now (``LocalStack.status()``, ``mme-triton local status``).
+
+SageMaker shows none of this (per-model metrics "aren't supported"); the stack can, because it runs the
+instance: per in-service endpoint, the models loaded in its Triton (least recently used first) with the
+memory each counts against the budget and how many times it was loaded, and the models in S3 it has not
+loaded. The runtime server answers the same as JSON on ``GET /mme-triton/status``
+(:data:`STATUS_PATH`), so that another process (``mme-triton local status``) can read a running
+``local up``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mme_triton.errors import LocalStackError
+
+if TYPE_CHECKING:
+    from mme_triton.local.route.runtime import InvocationRuntime
+
+__all__ = ["STATUS_PATH", "EndpointStatus", "LoadedModel", "stack_status", "status_from_json"]
+
+logger = logging.getLogger(__name__)
+
+STATUS_PATH = "/mme-triton/status"
+"""The runtime server's read-only route that answers :func:`stack_status` as JSON."""
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """One model loaded in an endpoint's Triton."""
+
+    target_model: str
+    memory_bytes: int
+    """What it counts against the endpoint's memory budget, as last measured."""
+    loads: int
+    """How many times the endpoint loaded it (a load after an eviction counts again)."""
+
+
+@dataclass(frozen=True)
+class EndpointStatus:
+    """What one in-service endpoint of the stack holds now."""
+
+    endpoint_name: str
+    variant_name: str
+    instance_type: str | None
+    model_data_url: str
+    memory_budget: int | None
+    """Bytes its loaded models may hold (``None``: no byte limit)."""
+    loaded: list[LoadedModel] = field(default_factory=list)
+    """Least recently used first."""
+    not_loaded: list[str] = field(default_factory=list)
+    """Models in S3 under the ModelDataUrl that are not loaded."""
+    loads: int = 0
+    evictions: int = 0
+    downloads: int = 0
+    restarts: int = 0
+    s3_error: str | None = None
+    """Why the models in S3 could not be listed, when they could not."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dictionary."""
+        return asdict(self)
+
+
+def stack_status(runtime: InvocationRuntime) -> list[EndpointStatus]:
+    """The status of each endpoint ``runtime`` serves, by endpoint name."""
+    found: list[EndpointStatus] = []
+    for name in runtime.endpoints():
+        endpoint = runtime.endpoint(name)
+        if endpoint is None:  # deleted meanwhile
+            continue
+        memory = endpoint.model_memory()
+        loaded = [
+            LoadedModel(model, memory.get(model, 0), endpoint.load_counts[model])
+            for model in endpoint.loaded_models()
+        ]
+        error = None
+        try:
+            in_s3 = endpoint.models_in_s3()
+        except LocalStackError as exc:
+            logger.warning("endpoint %s: %s", name, exc)
+            in_s3, error = [], str(exc)
+        names = {model.target_model for model in loaded}
+        found.append(
+            EndpointStatus(
+                endpoint_name=name,
+                variant_name=endpoint.models.variant_name,
+                instance_type=endpoint.models.instance_type,
+                model_data_url=endpoint.model_data_url,
+                memory_budget=endpoint.memory_budget,
+                loaded=loaded,
+                not_loaded=[model for model in in_s3 if model not in names],
+                loads=endpoint.loads,
+                evictions=endpoint.evictions,
+                downloads=endpoint.downloads,
+                restarts=endpoint.restarts,
+                s3_error=error,
+            )
+        )
+    return found
+
+
+def status_from_json(document: Any) -> list[EndpointStatus]:
+    """The statuses in the runtime server's answer (``{"endpoints": [...]}``).
+
+    Raises:
+        ValueError: not such a document.
+    """
+    try:
+        return [
+            EndpointStatus(**{**entry, "loaded": [LoadedModel(**model) for model in entry.get("loaded", [])]})
+            for entry in document["endpoints"]
+        ]
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"not a status document of the embedded stack: {exc}") from exc
