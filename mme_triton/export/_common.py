@@ -153,6 +153,44 @@ def graph_config(
     return config
 
 
+def write_graph_config(
+    target: Path,
+    staged: Path,
+    platform: str,
+    max_batch_size: int,
+    inputs: Sequence[GraphTensor],
+    outputs: Sequence[GraphTensor],
+    *,
+    dynamic_batching: bool,
+    instance_count: int,
+    keep_previous_tuning: bool,
+) -> ModelConfig:
+    """Write the :func:`graph_config` of an export to ``staged``/config.pbtxt; with
+    ``keep_previous_tuning`` (an export over ``target``), the tuning of ``target``'s config carried over
+    where it still fits (what the exporter was told explicitly wins)."""
+    from mme_triton.export._tuning import keep_tuning
+    from mme_triton.model.config import format_config
+
+    config = graph_config(
+        target.name,
+        platform,
+        max_batch_size,
+        inputs,
+        outputs,
+        dynamic_batching=dynamic_batching,
+        instance_count=instance_count,
+    )
+    if keep_previous_tuning:
+        keep_tuning(
+            target,
+            config,
+            staged,
+            chosen={"dynamic_batching": not dynamic_batching, "instance_count": instance_count != 1},
+        )
+    (staged / "config.pbtxt").write_text(format_config(config), encoding="utf-8")
+    return config
+
+
 def compare_outputs(
     what: str,
     names: Sequence[str],

@@ -93,14 +93,12 @@ def export_pytorch(
         DEFAULT_OPSET,
         check_export_options,
         compare_outputs,
-        graph_config,
         prepare_target,
         quiet_legacy_export,
         run_onnx,
         staged_model_dir,
+        write_graph_config,
     )
-    from mme_triton.export._tuning import keep_tuning as carry_tuning
-    from mme_triton.model.config import format_config
     from mme_triton.model.onnx_check import read_graph_signature
 
     check_export_options(max_batch_size=max_batch_size, instance_count=instance_count, version=version)
@@ -175,22 +173,16 @@ def export_pytorch(
             )
 
         graph_inputs, graph_outputs = read_graph_signature(onnx_path)
-        config = graph_config(
-            target.name,
+        write_graph_config(
+            target,
+            staged,
             "onnxruntime_onnx",
             max_batch_size,
             graph_inputs,
             graph_outputs,
             dynamic_batching=dynamic_batching,
             instance_count=instance_count,
+            keep_previous_tuning=overwrite and keep_tuning,
         )
-        if overwrite and keep_tuning:
-            carry_tuning(
-                target,
-                config,
-                staged,
-                chosen={"dynamic_batching": not dynamic_batching, "instance_count": instance_count != 1},
-            )
-        (staged / "config.pbtxt").write_text(format_config(config), encoding="utf-8")
     logger.info("exported %s to %s", type(module).__name__, target)
     return target

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -52,6 +53,33 @@ def test_front_end_counts_nothing_for_unknown_or_untracked_workers() -> None:
     with front.occupied(None, drain_timeout=1) as sent:
         sent()
     front.wait_settled(0.01)
+
+
+def test_front_end_gives_up_on_a_connection_queued_behind_a_control_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An accepted connection no worker lists yet is waited for, unless a control call holds a worker:
+    the server may have handed it to that worker just before the call's request came, where it would
+    wait untaken for the whole load or unload."""
+    from mme_triton.local.triton import frontend
+
+    front = _front_end()
+    front._supported = True
+    monkeypatch.setattr(front, "_inode", lambda client_port: 1234)  # accepted
+    looks: list[int] = []
+
+    def taken_up_at_the_fifth_look(pid: int, inode: int, epolls: list[int]) -> int | None:
+        looks.append(inode)
+        return 7 if len(looks) >= 5 else None
+
+    monkeypatch.setattr(frontend, "_epoll_of", taken_up_at_the_fifth_look)
+    with socket.socket() as sock:
+        assert front.worker_of(sock, wait=60, queued=0) == 7  # no control call: waited for
+        looks.clear()
+        with front.occupied(3, drain_timeout=1) as sent:
+            sent()
+            assert front.worker_of(sock, wait=60, queued=0) == UNKNOWN_WORKER
+        assert len(looks) < 5
 
 
 @pytest.fixture(scope="module")

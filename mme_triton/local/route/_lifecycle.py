@@ -368,8 +368,9 @@ class Lifecycle(ModelCache):
 
     def _count_loaded(self) -> None:
         """Publish how many models the endpoint's Triton holds: loaded, and unloading (caller holds the
-        lock)."""
-        self.metrics.loaded_models(len(self._lru) + len(self._unloading))
+        lock); a closed runtime (replaced by an update) no longer speaks for the variant."""
+        if not self._closed.is_set():
+            self.metrics.loaded_models(len(self._lru) + len(self._unloading))
 
     def _release_unused(self, target_model: str) -> None:
         """A request for ``target_model`` ended and none uses it now (caller holds the lock):

@@ -102,25 +102,21 @@ class ModelLRU:
             if not self._sizes and not pending_count:
                 return []
             return [name for name in self._sizes if not keep(name)] or None
-        total = self.total_bytes + pending_bytes + size
-        count = len(self._sizes) + pending_count + 1
-        victims: list[str] = []
-        for name, held in self._sizes.items():
-            if not self._over(total, count):
-                break
-            if not keep(name):
-                victims.append(name)
-                total -= held
-                count -= 1
-        return None if self._over(total, count) else victims
+        victims, fits = self._victims(
+            self.total_bytes + pending_bytes + size, len(self._sizes) + pending_count + 1, keep
+        )
+        return victims if fits else None
 
     def excess(
         self, *, keep: Callable[[str], bool], pending_bytes: int = 0, pending_count: int = 0
     ) -> list[str]:
         """The unused models to unload, least recently used first, for the held ones (and the pending
         loads and unloads) to fit again: after a model measured more than it was estimated at."""
-        total = self.total_bytes + pending_bytes
-        count = len(self._sizes) + pending_count
+        return self._victims(self.total_bytes + pending_bytes, len(self._sizes) + pending_count, keep)[0]
+
+    def _victims(self, total: int, count: int, keep: Callable[[str], bool]) -> tuple[list[str], bool]:
+        """The unused models to unload, least recently used first, until ``total`` bytes in ``count``
+        models fit; and whether they then fit."""
         victims: list[str] = []
         for name, held in self._sizes.items():
             if not self._over(total, count):
@@ -129,7 +125,7 @@ class ModelLRU:
                 victims.append(name)
                 total -= held
                 count -= 1
-        return victims
+        return victims, not self._over(total, count)
 
     def resize(self, name: str, size: int) -> bool:
         """Set the size of ``name`` (measured again) without marking it used; ``False`` if not held.

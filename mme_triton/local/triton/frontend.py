@@ -77,19 +77,27 @@ class FrontEnd:
             sock.close()
             raise
 
-    def worker_of(self, sock: socket.socket, *, wait: float = 1.0) -> int | None:
-        """The worker holding the connection ``sock`` (its epoll descriptor's number in the server)."""
+    def worker_of(self, sock: socket.socket, *, wait: float = 1.0, queued: float = 0.05) -> int | None:
+        """The worker holding the connection ``sock`` (its epoll descriptor's number in the server).
+
+        :data:`UNKNOWN_WORKER` when no worker has taken it up within ``wait`` seconds, or within ``queued``
+        seconds of its accept while a control call occupies a worker: the server then most likely handed it
+        to that worker just before the call's request came, and it waits there, untaken, until the load or
+        unload ends (the caller tries another connection rather than wait).
+        """
         if not self.supported:
             return None
         client_port = sock.getsockname()[1]
-        deadline = time.monotonic() + wait
+        start = time.monotonic()
+        deadline = start + wait
         pause = 0.0002
         while True:
             inode = self._inode(client_port)
             worker = _epoll_of(self.pid, inode, self._epolls) if inode is not None else None
             if worker is not None:
                 return worker
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now > deadline or (inode is not None and now > start + queued and self._controlling()):
                 return UNKNOWN_WORKER
             time.sleep(pause)
             pause = min(pause * 2, 0.02)
@@ -113,6 +121,11 @@ class FrontEnd:
                     "delay invocations that share their thread"
                 )
         return self._supported
+
+    def _controlling(self) -> bool:
+        """Whether a control call holds a worker now."""
+        with self._changed:
+            return bool(self._reserved)
 
     def close(self) -> None:
         """Close the ``sock_diag`` socket (the server stopped)."""
