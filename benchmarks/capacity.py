@@ -33,33 +33,12 @@ import tempfile
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 GOAL_S = 5.0
 HIT_GOAL = 0.05
 P99_GOAL = 0.30
 MIXES = ("uniform", "zipf-0.8", "zipf-1.2")
-TINY_PY = """\
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def execute(self, requests):
-        return [
-            pb_utils.InferenceResponse(
-                [pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())]
-            )
-            for r in requests
-        ]
-"""
-TINY_CONFIG = """\
-name: "tiny"
-backend: "python"
-max_batch_size: 8
-input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
-"""
 
 
 def lru_replay(targets: list[int], capacity: int) -> int:
@@ -93,10 +72,13 @@ def validations(requests: int = 48, held: int = 4, copies: int = 6) -> tuple[Any
     from mme_triton.local import LocalStack
 
     with tempfile.TemporaryDirectory(prefix="capacity-bench-") as scratch:
-        tiny = Path(scratch) / "tiny"
-        (tiny / "1").mkdir(parents=True)
-        (tiny / "1" / "model.py").write_text(TINY_PY)
-        (tiny / "config.pbtxt").write_text(TINY_CONFIG)
+        tiny = mt.new_python_model(  # a pass-through model
+            scratch,
+            "tiny",
+            inputs={"INPUT0": ("FP32", [4])},
+            outputs={"OUTPUT0": ("FP32", [4])},
+            max_batch_size=8,
+        )
         with LocalStack(max_models=held, metrics_period=1) as stack:
             report = mt.profile_model(
                 tiny, concurrency=(1,), stack=stack, progress=False,

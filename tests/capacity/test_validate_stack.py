@@ -25,35 +25,17 @@ MiB = 1024**2
 MODELS = 6
 HELD = 4
 REQUESTS = 48
-TINY_PY = """\
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def execute(self, requests):
-        return [
-            pb_utils.InferenceResponse(
-                [pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())]
-            )
-            for r in requests
-        ]
-"""
-CONFIG = """\
-name: "tiny"
-backend: "python"
-max_batch_size: 8
-input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
-"""
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    directory = tmp_path_factory.mktemp("repository") / "tiny"
-    (directory / "1").mkdir(parents=True)
-    (directory / "1" / "model.py").write_text(TINY_PY)
-    (directory / "config.pbtxt").write_text(CONFIG)
-    return directory
+    return mt.new_python_model(  # a pass-through model
+        tmp_path_factory.mktemp("repository"),
+        "tiny",
+        inputs={"INPUT0": ("FP32", [4])},
+        outputs={"OUTPUT0": ("FP32", [4])},
+        max_batch_size=8,
+    )
 
 
 @pytest.fixture(scope="module")
