@@ -93,12 +93,15 @@ def target_model_name(prepared: PreparedCandidate, run_id: str, *, suffix: str =
 
 
 class _Uploading:
-    """Packaging and uploading a candidate under its TargetModel, and removing it (stack and endpoint)."""
+    """Packaging and uploading a candidate under its TargetModel, and removing it; and what the embedded
+    stack the endpoint is on (``stack``, ``None`` for one on AWS) says of it (stack and endpoint)."""
 
     session: Any
     model_data_url: str
     run_id: str
     keep: bool
+    stack: Any
+    endpoint_name: str
 
     def deploy(self, prepared: PreparedCandidate, index: int) -> Deployed:
         del index
@@ -119,6 +122,38 @@ class _Uploading:
         from mme_triton.artifact.s3 import remove_model
 
         remove_model(self.model_data_url, deployed.name, boto3_session=self.session)
+
+    def _cold_start(self, deployed: Deployed, seconds: float, error: str | None) -> ColdStart:
+        """The first answer's cold start, with its download, extract and load parts where the stack has
+        them."""
+        deployed.loaded = error is None
+        timings = self.stack.load_timings(self.endpoint_name).get(deployed.name) if self.stack else None
+        if timings is None:
+            return ColdStart(seconds, error=error)
+        return ColdStart(seconds, timings.download_s, timings.extract_s, timings.load_s, error)
+
+    def memory(self, deployed: Deployed) -> int | None:
+        if self.stack is None:
+            return None
+        found = self.stack.model_memory(self.endpoint_name).get(deployed.name)
+        return int(found) if found is not None else None
+
+    def triton_http(self, deployed: Deployed) -> tuple[str, str] | None:
+        found = self.stack.triton_endpoints(self.endpoint_name) if self.stack is not None else None
+        if found is None or deployed.name not in found.models:
+            return None
+        return str(found.http_url), str(found.models[deployed.name])
+
+    def stats(self, deployed: Deployed) -> Stats | None:
+        where = self.triton_http(deployed)
+        return triton_statistics(*where) if where is not None else None
+
+    def unload(self, deployed: Deployed) -> float | None:
+        if self.stack is None or not self.stack.unload_model(self.endpoint_name, deployed.name):
+            return None  # SageMaker unloads when it needs the memory; no API asks for it
+        deployed.loaded = False
+        timings = self.stack.load_timings(self.endpoint_name).get(deployed.name)
+        return timings.unload_s if timings is not None else None
 
 
 class StackTarget(_Uploading):
@@ -183,32 +218,7 @@ class StackTarget(_Uploading):
             seconds, error = first_answer(connection, request)
         finally:
             connection.close()
-        deployed.loaded = error is None
-        timings = self.stack.load_timings(self.endpoint_name).get(deployed.name)
-        if timings is None:
-            return ColdStart(seconds, error=error)
-        return ColdStart(seconds, timings.download_s, timings.extract_s, timings.load_s, error)
-
-    def memory(self, deployed: Deployed) -> int | None:
-        found = self.stack.model_memory(self.endpoint_name).get(deployed.name)
-        return int(found) if found is not None else None
-
-    def triton_http(self, deployed: Deployed) -> tuple[str, str] | None:
-        found = self.stack.triton_endpoints(self.endpoint_name)
-        if found is None or deployed.name not in found.models:
-            return None
-        return str(found.http_url), str(found.models[deployed.name])
-
-    def stats(self, deployed: Deployed) -> Stats | None:
-        where = self.triton_http(deployed)
-        return triton_statistics(*where) if where is not None else None
-
-    def unload(self, deployed: Deployed) -> float | None:
-        if not self.stack.unload_model(self.endpoint_name, deployed.name):
-            return None
-        deployed.loaded = False
-        timings = self.stack.load_timings(self.endpoint_name).get(deployed.name)
-        return timings.unload_s if timings is not None else None
+        return self._cold_start(deployed, seconds, error)
 
     def close(self) -> None:
         try:
@@ -277,34 +287,7 @@ class EndpointTarget(_Uploading):
 
     def cold_start(self, deployed: Deployed, request: Request) -> ColdStart:
         seconds, error = first_answer(self.connect(deployed)(), request)
-        deployed.loaded = error is None
-        timings = self.stack.load_timings(self.endpoint_name).get(deployed.name) if self.stack else None
-        if timings is None:
-            return ColdStart(seconds, error=error)
-        return ColdStart(seconds, timings.download_s, timings.extract_s, timings.load_s, error)
-
-    def memory(self, deployed: Deployed) -> int | None:
-        if self.stack is None:
-            return None
-        found = self.stack.model_memory(self.endpoint_name).get(deployed.name)
-        return int(found) if found is not None else None
-
-    def triton_http(self, deployed: Deployed) -> tuple[str, str] | None:
-        found = self.stack.triton_endpoints(self.endpoint_name) if self.stack is not None else None
-        if found is None or deployed.name not in found.models:
-            return None
-        return str(found.http_url), str(found.models[deployed.name])
-
-    def stats(self, deployed: Deployed) -> Stats | None:
-        where = self.triton_http(deployed)
-        return triton_statistics(*where) if where is not None else None
-
-    def unload(self, deployed: Deployed) -> float | None:
-        if self.stack is None or not self.stack.unload_model(self.endpoint_name, deployed.name):
-            return None  # SageMaker unloads when it needs the memory; no API asks for it
-        deployed.loaded = False
-        timings = self.stack.load_timings(self.endpoint_name).get(deployed.name)
-        return timings.unload_s if timings is not None else None
+        return self._cold_start(deployed, seconds, error)
 
     def close(self) -> None:
         pass  # the endpoint is the user's; the candidates were removed one by one
