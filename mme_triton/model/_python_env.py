@@ -326,7 +326,7 @@ def check_python_env(model_dir: Path, config: ModelConfig) -> list[Problem]:
             codes.PYTHON_ENV_MISSING,
             f"EXECUTION_ENV_PATH is {value!r}, which the python backend resolves against the server's "
             f"working directory, not the model directory (it replaces only {MODEL_DIRECTORY}): the load "
-            f"fails with \"Failed to get the canonical path for {value}.\"; write "
+            f'fails with "Failed to get the canonical path for {value}."; write '
             f"'{MODEL_DIRECTORY}/{value}'",
         )
     location = _resolve(model_dir, value)

@@ -125,8 +125,7 @@ def text_table(report: ProfileReport) -> str:
     table = _ordered(report)
     header = ["", *(heading for heading, _, _ in _SHOWN)]
     body = [
-        ["*" if row["best"] else "", *(_cell(row, key, spec) for _, key, spec in _SHOWN)]
-        for row in table
+        ["*" if row["best"] else "", *(_cell(row, key, spec) for _, key, spec in _SHOWN)] for row in table
     ]
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
     lines = [

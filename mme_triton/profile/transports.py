@@ -279,9 +279,7 @@ def first_answer(connection: Any, request: Request, *, timeout: float = 360.0) -
         delay = min(delay * 2, 2.0)
 
 
-def http_json(
-    url: str, *, method: str = "GET", body: Any = None, timeout: float = 30.0
-) -> tuple[int, Any]:
+def http_json(url: str, *, method: str = "GET", body: Any = None, timeout: float = 30.0) -> tuple[int, Any]:
     """One JSON request with :mod:`http.client`: the status and the decoded answer (text if not JSON)."""
     parsed = urllib.parse.urlsplit(url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:

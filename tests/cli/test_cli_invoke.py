@@ -175,4 +175,3 @@ def test_cli_invoke_input_file_that_is_not_npy_data_is_an_error_not_a_usage_erro
     assert main(["invoke", ENDPOINT, "linear.tar.gz", "--input", f"INPUT0={bad}"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: ValueError: ") and "(run with --debug for the traceback)" in err
-

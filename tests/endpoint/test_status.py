@@ -62,9 +62,7 @@ def test_endpoint_status_of_missing_endpoint_raises_not_found(session: Any) -> N
         endpoint_status("no-such-endpoint", boto3_session=session)
 
 
-@pytest.mark.parametrize(
-    "operation", ["DescribeEndpoint", "DescribeEndpointConfig", "DescribeModel"]
-)
+@pytest.mark.parametrize("operation", ["DescribeEndpoint", "DescribeEndpointConfig", "DescribeModel"])
 @pytest.mark.parametrize("fault", ["throttle", "server_error", "drop_connection"])
 def test_endpoint_status_retries_its_reads_as_deploys_do(
     model_data_url: str, deploy_kwargs: dict[str, Any], session: Any, faulty: Any, operation: str, fault: str

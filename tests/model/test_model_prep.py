@@ -335,9 +335,7 @@ def test_perf_analyzer_data_bytes_and_b64(tmp_path: Path) -> None:
     assert np.isnan(np.frombuffer(base64.b64decode(entry["NAN"]["content"]["b64"]), "<f4")).all()
 
 
-@pytest.mark.parametrize(
-    "elements", [[1, 2], [None], [b"ok", 3.5]], ids=["ints", "none", "bytes-and-float"]
-)
+@pytest.mark.parametrize("elements", [[1, 2], [None], [b"ok", 3.5]], ids=["ints", "none", "bytes-and-float"])
 def test_perf_analyzer_data_refuses_bytes_elements_that_are_not_text(
     tmp_path: Path, elements: list[Any]
 ) -> None:
