@@ -13,7 +13,8 @@ AWS error code (HTTP status)      raised
 ``ModelError`` (424)              ``ModelLoadError`` when Triton says the model failed to load ("load
                                   failed for model '...': <reason>"), else by ``OriginalStatusCode``:
                                   400 ``InvalidInputError`` (but ``ModelNotFoundError`` for Triton's
-                                  "Request for unknown model"), 404 ``ModelNotFoundError``, 507
+                                  "Request for unknown model", which the client retries first when it
+                                  names the TargetModel), 404 ``ModelNotFoundError``, 507
                                   ``ModelOutOfMemoryError``, anything else ``InferenceError``
 ``ModelNotReadyException`` (429)  ``ModelNotReadyError`` (the client retries it first)
 ``ThrottlingException``           ``ThrottlingError`` (botocore retries it first)
@@ -47,7 +48,7 @@ from mme_triton.errors import (
     ThrottlingError,
 )
 
-__all__ = ["ErrorContext", "is_not_ready", "map_invoke_error", "triton_message"]
+__all__ = ["ErrorContext", "is_not_ready", "is_unknown_target", "map_invoke_error", "triton_message"]
 
 # "Endpoint my-endpoint of account 123456789012 not found."
 _ENDPOINT_NOT_FOUND = re.compile(r"\bendpoint\b.*\bnot found\b", re.IGNORECASE | re.DOTALL)
@@ -103,6 +104,23 @@ def triton_message(text: str | None) -> str:
 def is_not_ready(exc: ClientError) -> bool:
     """True when SageMaker said the target model is still being downloaded or loaded."""
     return error_code(exc) == "ModelNotReadyException"
+
+
+def is_unknown_target(exc: ClientError, target_model: str) -> bool:
+    """True when Triton answered that it does not know ``target_model`` itself (a ``ModelError`` with
+    ``OriginalStatusCode`` 400 and "Request for unknown model: '<target_model>' is not found").
+
+    SageMaker forwards an invocation to Triton only once the model is loaded there (a missing archive is a
+    ``ValidationError``, a failed load "load failed for model ..."), so this answer is transient: the lookup
+    raced a load or unload on the same instance. Triton's model repository manager reads its map of model
+    names without its lock (``FindModelIdentifier``, used with model namespacing, which the container turns
+    on) while a load or unload of any model replaces that map; or the model was unloaded between
+    SageMaker's check and Triton's lookup. Sent again, the request finds the model (or loads it).
+    """
+    if error_code(exc) != "ModelError":
+        return False
+    status, original = _model_error_fields(exc.response)
+    return status == 400 and f"unknown model: '{target_model}'" in original
 
 
 def map_invoke_error(exc: Exception, context: ErrorContext) -> Exception:

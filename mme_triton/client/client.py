@@ -24,7 +24,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from mme_triton._sagemaker import MAX_PAYLOAD_BYTES, check_target_model, make_client, parse_s3_url
 from mme_triton._sdk import boto3_session_of
-from mme_triton.client._errors_map import ErrorContext, is_not_ready, map_invoke_error
+from mme_triton.client._errors_map import ErrorContext, is_not_ready, is_unknown_target, map_invoke_error
 from mme_triton.client._request import Inputs, Outputs, Request, input_arrays, input_rows
 from mme_triton.client._split import batch_rows, chunk_bounds, join_outputs
 from mme_triton.client.codec import decode_response, encode_request
@@ -43,6 +43,8 @@ logger = logging.getLogger(__name__)
 # Chunks are sized for this share of the limit, so rows of uneven size (BYTES) rarely need a second cut.
 _CHUNK_FILL = 0.9
 _MAX_NOT_READY_DELAY = 30.0
+# the first wait before sending again a request Triton answered "unknown model" for (it grows linearly)
+_UNKNOWN_MODEL_DELAY = 0.05
 
 
 def _default_config(max_concurrency: int) -> Config:
@@ -84,6 +86,12 @@ class MMEClient:
             is still downloading or loading) is sent again before ``ModelNotReadyError`` is raised.
         not_ready_backoff: first wait in seconds before such a retry; it doubles with every retry (with
             jitter, at most 30 s).
+        max_retries_unknown_model: how many times a request is sent again when Triton answers that it
+            does not know the TargetModel ("Request for unknown model: '<TargetModel>' is not found",
+            ``ModelError`` 400) before ``ModelNotFoundError`` is raised. SageMaker forwards a request only
+            to an instance that has the model loaded, so that answer means the lookup raced a load or
+            unload on the instance (Triton reads its map of model names unlocked while a load or unload
+            of another model replaces it): it is transient. The retries wait 50 ms, then 100 ms, ...
         binary: send tensors in Triton's binary-tensor format (default) or as JSON; ``infer`` can
             override it per call.
         split_batches: split a request over the 6 MiB limit along dimension 0 (see :meth:`infer`).
@@ -114,6 +122,7 @@ class MMEClient:
         model_data_url: str | None = None,
         max_retries_not_ready: int = 6,
         not_ready_backoff: float = 1.0,
+        max_retries_unknown_model: int = 2,
         binary: bool = True,
         split_batches: bool = False,
         max_concurrency: int = 4,
@@ -124,6 +133,8 @@ class MMEClient:
         boto3_session = boto3_session_of(boto3_session, sagemaker_session)
         if max_retries_not_ready < 0:
             raise ValueError(f"max_retries_not_ready must be >= 0, got {max_retries_not_ready}")
+        if max_retries_unknown_model < 0:
+            raise ValueError(f"max_retries_unknown_model must be >= 0, got {max_retries_unknown_model}")
         if not_ready_backoff < 0:
             raise ValueError(f"not_ready_backoff must be >= 0, got {not_ready_backoff}")
         if max_concurrency < 1:
@@ -143,6 +154,7 @@ class MMEClient:
         self._model_data_url = model_data_url
         self._max_retries_not_ready = max_retries_not_ready
         self._not_ready_backoff = not_ready_backoff
+        self._max_retries_unknown_model = max_retries_unknown_model
         self._binary = binary
         self._split_batches = split_batches
         self._max_concurrency = max_concurrency
@@ -220,7 +232,7 @@ class MMEClient:
                 alone is over the limit.
             EndpointNotFoundError: no such endpoint.
             ModelNotFoundError: the TargetModel is not under the endpoint's prefix (or Triton has no
-                such model).
+                such model, after ``max_retries_unknown_model`` retries).
             InvalidInputError: Triton refused the request (input name, shape, datatype); ``message``
                 is Triton's own.
             ModelOutOfMemoryError: the instance cannot load the model (507).
@@ -364,13 +376,25 @@ class MMEClient:
         if request.inference_id is not None:
             kwargs["InferenceId"] = request.inference_id
         context = ErrorContext(self._endpoint_name, request.target_model)
-        attempt = 0
+        attempt = unknown = 0
         while True:
             try:
                 response = self._runtime.invoke_endpoint(**kwargs)
                 answer = response["Body"].read()
                 break
             except ClientError as exc:
+                if unknown < self._max_retries_unknown_model and is_unknown_target(exc, request.target_model):
+                    unknown += 1
+                    logger.info(
+                        "Triton on %s did not find %s, which SageMaker routed to it as loaded (a lookup "
+                        "that raced a load or unload); retry %d/%d",
+                        self._endpoint_name,
+                        request.target_model,
+                        unknown,
+                        self._max_retries_unknown_model,
+                    )
+                    time.sleep(_UNKNOWN_MODEL_DELAY * unknown)
+                    continue
                 if is_not_ready(exc) and attempt < self._max_retries_not_ready:
                     delay = self._not_ready_delay(attempt)
                     attempt += 1

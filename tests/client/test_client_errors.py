@@ -113,6 +113,54 @@ def test_infer_model_unknown_to_triton_raises_model_not_found(
         client.infer("renamed.tar.gz", {"IN_FP32": GOOD_INPUT})
     assert caught.value.status == 400
     assert "renamed.tar.gz" in caught.value.message
+    assert len(front.seen()) == 3  # the first answer and the client's two retries (its default)
+
+
+def _unknown_to_triton(triton: ServedModels, target_model: str) -> str:
+    """Triton's own answer for a TargetModel it has no model of, reworded for ``target_model``."""
+    body, content_type = encode_request({"IN_FP32": GOOD_INPUT})
+    status, _, answer = triton.server.invoke(
+        triton.hashes["echo.tar.gz"], "nothing-loaded.tar.gz", bytes(body), content_type
+    )
+    assert status == 400
+    return answer.decode().replace("nothing-loaded.tar.gz", target_model)
+
+
+def test_infer_retries_a_lookup_that_raced_a_load_then_succeeds(
+    triton: ServedModels, front: SageMakerFront, runtime_factory: Callable[..., Any]
+) -> None:
+    # Triton's model map is read unlocked while a load or unload of another model replaces it: a loaded
+    # model is then, once, "unknown"
+    raced = front.model_error(ENDPOINT, 400, _unknown_to_triton(triton, "echo.tar.gz"))
+    front.script(raced, raced)
+    client = _client(front, runtime_factory)
+    out = client.infer("echo.tar.gz", {"IN_FP32": GOOD_INPUT})
+    np.testing.assert_array_equal(out["OUT_FP32"], GOOD_INPUT)
+    assert [seen.target_model for seen in front.seen()] == ["echo.tar.gz"] * 3
+
+
+def test_infer_without_unknown_model_retries_raises_at_once(
+    triton: ServedModels, front: SageMakerFront, runtime_factory: Callable[..., Any]
+) -> None:
+    front.script(front.model_error(ENDPOINT, 400, _unknown_to_triton(triton, "echo.tar.gz")))
+    client = _client(front, runtime_factory, max_retries_unknown_model=0)
+    with pytest.raises(ModelNotFoundError) as caught:
+        client.infer("echo.tar.gz", {"IN_FP32": GOOD_INPUT})
+    assert caught.value.status == 400
+    assert "'echo.tar.gz' is not found" in caught.value.message
+    assert len(front.seen()) == 1
+
+
+def test_infer_does_not_retry_when_triton_does_not_know_another_model(
+    triton: ServedModels, front: SageMakerFront, runtime_factory: Callable[..., Any]
+) -> None:
+    # an ensemble's step or a BLS call's target: not a race of this request's own model
+    front.script(front.model_error(ENDPOINT, 400, _unknown_to_triton(triton, "step.tar.gz")))
+    client = _client(front, runtime_factory)
+    with pytest.raises(ModelNotFoundError) as caught:
+        client.infer("echo.tar.gz", {"IN_FP32": GOOD_INPUT})
+    assert "'step.tar.gz' is not found" in caught.value.message
+    assert len(front.seen()) == 1
 
 
 def test_infer_model_hash_not_loaded_raises_model_not_found(

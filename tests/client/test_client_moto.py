@@ -112,11 +112,12 @@ def test_client_ready_runtime_client_wins(moto_url: str) -> None:
     [
         ("max_concurrency", 0),
         ("max_retries_not_ready", -1),
+        ("max_retries_unknown_model", -1),
         ("not_ready_backoff", -0.5),
         ("max_batch_size", {"m.tar.gz": 0}),
         ("model_data_url", "bucket/prefix"),
     ],
-    ids=["concurrency", "retries", "backoff", "max-batch-size", "url-scheme"],
+    ids=["concurrency", "retries", "unknown-model-retries", "backoff", "max-batch-size", "url-scheme"],
 )
 def test_client_rejects_bad_options(moto_url: str, option: str, value: Any) -> None:
     with pytest.raises(ValueError, match=option):

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ParamValidationError
 
-from mme_triton.client._errors_map import ErrorContext, map_invoke_error, triton_message
+from mme_triton.client._errors_map import ErrorContext, is_unknown_target, map_invoke_error, triton_message
 from mme_triton.errors import (
     EndpointNotFoundError,
     InferenceError,
@@ -176,6 +176,30 @@ def test_map_invoke_error_triton_unknown_model_is_model_not_found() -> None:
         "ModelError", "Received client error (400)", 424, OriginalStatusCode=400, OriginalMessage=original
     )
     assert type(map_invoke_error(error, CONTEXT)) is ModelNotFoundError
+
+
+_UNKNOWN_LINEAR = '{"error":"Request for unknown model: \'linear.tar.gz\' is not found"}'
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "original", "target", "expected"),
+    [
+        ("ModelError", 400, _UNKNOWN_LINEAR, "linear.tar.gz", True),
+        # another model unknown (an ensemble's step, a BLS call's target): not this request's race
+        ("ModelError", 400, _UNKNOWN_LINEAR, "pipeline.tar.gz", False),
+        ("ModelError", 404, _UNKNOWN_LINEAR, "linear.tar.gz", False),
+        ("ModelError", 400, '{"error":"unexpected shape for input \'INPUT0\'"}', "linear.tar.gz", False),
+        ("ValidationError", 400, _UNKNOWN_LINEAR, "linear.tar.gz", False),
+    ],
+    ids=["this-target", "another-model", "status-404", "bad-input", "validation-error"],
+)
+def test_is_unknown_target_only_for_tritons_answer_about_the_target_itself(
+    code: str, status: int, original: str, target: str, expected: bool
+) -> None:
+    error = _client_error(
+        code, "Received client error", 424, OriginalStatusCode=status, OriginalMessage=original
+    )
+    assert is_unknown_target(error, target) is expected
 
 
 def test_map_invoke_error_connection_failure_is_inference_error() -> None:
