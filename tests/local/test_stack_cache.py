@@ -5,13 +5,17 @@ Disabled`` loads on every call, and the memory budget follows the instance type.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from mme_triton import MMEClient, deploy_mme, upload_models
+sys.path.insert(0, str(Path(__file__).parent))
+from stack_deploy import deploy_on
+
+from mme_triton import MMEClient, upload_models
 from mme_triton.endpoint.instance_specs import INSTANCE_TYPES
 from mme_triton.local import LocalStack
 from mme_triton.local.route.budget import machine_memory_limit
@@ -56,21 +60,6 @@ def one_slot(model_size: int) -> Iterator[LocalStack]:
         yield stack
 
 
-def _deploy(stack: LocalStack, name: str, models: list[Path], **kwargs: object) -> str:
-    url = stack.model_data_url(f"{name}/")
-    deploy_mme(
-        name,
-        url,
-        models=models,
-        role=stack.role_arn,
-        instance_type="ml.m5.large",
-        poll_interval=0.1,
-        boto3_session=stack.boto3_session(),
-        **kwargs,  # type: ignore[arg-type]
-    )
-    return url
-
-
 def _gets(caplog: pytest.LogCaptureFixture, key: str) -> int:
     """How many times the control plane's S3 served ``key`` (moto's request log)."""
     return sum(f'"GET /{key} ' in record.getMessage() for record in caplog.records)
@@ -80,7 +69,7 @@ def test_stack_serves_an_overwritten_artifact_from_its_volume_until_the_copy_lea
     one_slot: LocalStack, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="mme_triton.local")
-    url = _deploy(one_slot, "overwrite", [_times(tmp_path / "v1", "art", 2), _times(tmp_path, "other", 5)])
+    url = deploy_on(one_slot, "overwrite", [_times(tmp_path / "v1", "art", 2), _times(tmp_path, "other", 5)])
     client = MMEClient("overwrite", boto3_session=one_slot.boto3_session())
     runtime = one_slot.endpoint_runtime("overwrite")
     assert runtime is not None
@@ -121,7 +110,7 @@ def test_stack_with_model_cache_disabled_loads_and_downloads_on_every_call(
 ) -> None:
     """``ModelCacheSetting: Disabled``: "Asynchronously unloads the model from memory and deletes it from
     disk immediately after it is invoked" (SageMaker's multi-model caching guide)."""
-    _deploy(one_slot, "uncached", [_times(tmp_path, "once", 4)], model_cache="Disabled")
+    deploy_on(one_slot, "uncached", [_times(tmp_path, "once", 4)], model_cache="Disabled")
     client = MMEClient("uncached", boto3_session=one_slot.boto3_session())
     runtime = one_slot.endpoint_runtime("uncached")
     assert runtime is not None and runtime.cache_disabled
@@ -139,7 +128,7 @@ def test_stack_with_model_cache_disabled_loads_and_downloads_on_every_call(
 def test_stack_memory_budget_follows_the_endpoints_instance_type(
     one_slot: LocalStack, tmp_path: Path
 ) -> None:
-    _deploy(one_slot, "sized", [_times(tmp_path, "any", 2)])
+    deploy_on(one_slot, "sized", [_times(tmp_path, "any", 2)])
     runtime = one_slot.endpoint_runtime("sized")
     assert runtime is not None
 

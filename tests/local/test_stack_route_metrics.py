@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -18,8 +19,11 @@ import numpy as np
 import pytest
 from botocore.exceptions import ClientError
 
+sys.path.insert(0, str(Path(__file__).parent))
+from stack_deploy import deploy_on
+
 import mme_triton as mt
-from mme_triton import MMEClient, deploy_mme
+from mme_triton import MMEClient
 from mme_triton.errors import LocalStackError
 from mme_triton.local import LocalStack
 from mme_triton.local.cli import add_local_commands
@@ -35,18 +39,6 @@ def two_slots() -> Iterator[LocalStack]:
     """Endpoints keep two models loaded; metrics are published every second."""
     with LocalStack(max_models=SLOTS, metrics_period=1) as stack:
         yield stack
-
-
-def _deploy(stack: LocalStack, name: str, models: list[Path]) -> None:
-    deploy_mme(
-        name,
-        stack.model_data_url(f"{name}/"),
-        models=models,
-        role=stack.role_arn,
-        instance_type="ml.m5.large",
-        poll_interval=0.1,
-        boto3_session=stack.boto3_session(),
-    )
 
 
 def _lru_by_hand(requests: list[str], slots: int) -> tuple[int, int]:
@@ -95,7 +87,7 @@ def test_stack_route_publishes_cache_hits_loads_and_unloads_as_sagemaker(
     two_slots: LocalStack, model_writers: dict[str, Any], tmp_path: Path
 ) -> None:
     since = _since()
-    _deploy(two_slots, "zipf", [model_writers["scale"](tmp_path, name) for name in ("a", "b", "c")])
+    deploy_on(two_slots, "zipf", [model_writers["scale"](tmp_path, name) for name in ("a", "b", "c")])
     client = MMEClient("zipf", boto3_session=two_slots.boto3_session())
     requests = [f"{name}.tar.gz" for name in "aabbcabcca"]
     hits, evictions = _lru_by_hand(requests, SLOTS)
@@ -162,7 +154,7 @@ def test_stack_route_counts_errors_by_class(
     two_slots: LocalStack, model_writers: dict[str, Any], tmp_path: Path
 ) -> None:
     since = _since()
-    _deploy(two_slots, "errors", [model_writers["scale"](tmp_path, "good")])
+    deploy_on(two_slots, "errors", [model_writers["scale"](tmp_path, "good")])
     client = MMEClient("errors", boto3_session=two_slots.boto3_session())
     runtime_client = two_slots.client("sagemaker-runtime")
     client.infer("good.tar.gz", {"INPUT0": X})
@@ -195,7 +187,7 @@ def test_stack_route_publishes_the_triton_process_utilization(
     two_slots: LocalStack, model_writers: dict[str, Any], tmp_path: Path
 ) -> None:
     since = _since()
-    _deploy(two_slots, "busy", [model_writers["scale"](tmp_path, "busy")])
+    deploy_on(two_slots, "busy", [model_writers["scale"](tmp_path, "busy")])
     MMEClient("busy", boto3_session=two_slots.boto3_session()).infer("busy.tar.gz", {"INPUT0": X})
     time.sleep(2.5)  # two windows: CPU is a difference between two samples
     two_slots.metrics.flush()
@@ -215,7 +207,7 @@ def test_stack_route_publishes_the_triton_process_utilization(
 def test_stack_status_lists_loaded_models_with_memory_and_loads_and_those_not_loaded(
     two_slots: LocalStack, model_writers: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _deploy(two_slots, "listed", [model_writers["scale"](tmp_path, name) for name in ("p", "q", "r")])
+    deploy_on(two_slots, "listed", [model_writers["scale"](tmp_path, name) for name in ("p", "q", "r")])
     client = MMEClient("listed", boto3_session=two_slots.boto3_session())
     for name in ("p", "q", "p"):
         client.infer(f"{name}.tar.gz", {"INPUT0": X})
@@ -256,7 +248,7 @@ def test_local_status_says_when_no_stack_answers(monkeypatch: pytest.MonkeyPatch
 def test_stack_route_closes_the_sink_of_a_deleted_endpoint(
     two_slots: LocalStack, model_writers: dict[str, Any], tmp_path: Path
 ) -> None:
-    _deploy(two_slots, "gone", [model_writers["scale"](tmp_path, "gone")])
+    deploy_on(two_slots, "gone", [model_writers["scale"](tmp_path, "gone")])
     MMEClient("gone", boto3_session=two_slots.boto3_session()).infer("gone.tar.gz", {"INPUT0": X})
     sink = two_slots.metrics.endpoint("gone")  # the route's own
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import logging
+import sys
 import tarfile
 import time
 from collections.abc import Iterator
@@ -15,7 +16,10 @@ import numpy as np
 import pytest
 from botocore.exceptions import ClientError
 
-from mme_triton import InferenceError, MMEClient, deploy_mme, upload_models
+sys.path.insert(0, str(Path(__file__).parent))
+from stack_deploy import deploy_on
+
+from mme_triton import InferenceError, MMEClient, upload_models
 from mme_triton.local import LocalStack
 from mme_triton.local.route.endpoint_runtime import target_model_hash
 from mme_triton.local.route.extract import directory_size
@@ -33,21 +37,6 @@ def small_stack(repository: Path) -> Iterator[LocalStack]:
         yield running
 
 
-def _deploy(stack: LocalStack, name: str, prefix: str, models: list[Path], **kwargs: Any) -> str:
-    url = stack.model_data_url(prefix)
-    deploy_mme(
-        name,
-        url,
-        models=models,
-        role=stack.role_arn,
-        instance_type="ml.m5.large",
-        poll_interval=0.1,
-        boto3_session=stack.boto3_session(),
-        **kwargs,
-    )
-    return url
-
-
 def _served_by_triton(stack: LocalStack, endpoint_name: str) -> set[str]:
     """TargetModels with a model process in the endpoint's Triton (instances are ``<target>_<n>_<m>``)."""
     triton = stack.triton(endpoint_name)
@@ -58,7 +47,7 @@ def _served_by_triton(stack: LocalStack, endpoint_name: str) -> set[str]:
 def test_stack_unloads_the_least_recently_used_model_and_reloads_it_from_the_volume(
     small_stack: LocalStack, repository: Path, expected_linear: Any
 ) -> None:
-    _deploy(small_stack, "budget", "budget/", [repository / "linear", repository / "scale"])
+    deploy_on(small_stack, "budget", [repository / "linear", repository / "scale"])
     client = MMEClient("budget", boto3_session=small_stack.boto3_session())
     runtime = small_stack.endpoint_runtime("budget")
     assert runtime is not None
@@ -106,7 +95,7 @@ def _malicious_archive(kind: str) -> bytes:
 
 @pytest.mark.parametrize("kind", ["absolute", "dotdot", "symlink", "device"])
 def test_stack_refuses_a_malicious_artifact(small_stack: LocalStack, kind: str) -> None:
-    _deploy(small_stack, "evil", "evil/", [])
+    deploy_on(small_stack, "evil", [])
     session = small_stack.boto3_session()
     session.client("s3").put_object(
         Bucket=small_stack.default_bucket, Key=f"evil/{kind}.tar.gz", Body=_malicious_archive(kind)
@@ -133,7 +122,7 @@ def test_stack_serves_a_gpu_config_from_an_adapted_copy(
     (gpu_model / "config.pbtxt").write_text(
         config + "instance_group [ { kind: KIND_GPU count: 1 gpus: [ 0 ] } ]\n"
     )
-    url = _deploy(small_stack, "gpu", "gpu/", [])
+    url = deploy_on(small_stack, "gpu", [])
     upload_models([gpu_model], url, boto3_session=small_stack.boto3_session())
     caplog.set_level(logging.WARNING, logger="mme_triton.local.route.runtime")
 
@@ -164,7 +153,7 @@ def test_stack_refuses_a_tensorrt_plan_with_a_model_error(small_stack: LocalStac
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
         tar.add(plan, arcname="engine")
-    _deploy(small_stack, "plan", "plan/", [])
+    deploy_on(small_stack, "plan", [])
     small_stack.client("s3").put_object(
         Bucket=small_stack.default_bucket, Key="plan/engine.tar.gz", Body=buffer.getvalue()
     )
@@ -178,16 +167,16 @@ def test_stack_refuses_a_tensorrt_plan_with_a_model_error(small_stack: LocalStac
 def test_stack_update_endpoint_replaces_the_triton(
     small_stack: LocalStack, repository: Path, is_alive: Any
 ) -> None:
-    _deploy(small_stack, "updated", "upd/", [repository / "scale"])
+    deploy_on(small_stack, "updated", [repository / "scale"], prefix="upd/")
     first = small_stack.triton("updated")
     assert first is not None and first.pid is not None
     old_pid = first.pid
 
-    _deploy(
+    deploy_on(
         small_stack,
         "updated",
-        "upd/",
         [repository / "scale"],
+        prefix="upd/",
         environment={"SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": "33554432"},
     )
     second = small_stack.triton("updated")
@@ -202,9 +191,9 @@ def test_stack_update_endpoint_replaces_the_triton(
 
 
 def test_two_stacks_serve_side_by_side(small_stack: LocalStack, repository: Path) -> None:
-    _deploy(small_stack, "twin", "twin/", [repository / "scale"])
+    deploy_on(small_stack, "twin", [repository / "scale"])
     with LocalStack() as other:
-        _deploy(other, "twin", "twin/", [repository / "scale"])
+        deploy_on(other, "twin", [repository / "scale"])
 
         mine = MMEClient("twin", boto3_session=small_stack.boto3_session()).infer(
             "scale.tar.gz", {"INPUT0": X}
@@ -278,7 +267,7 @@ def test_stack_answers_model_not_ready_while_a_long_load_goes_on(repository: Pat
     config = (repository / "scale" / "config.pbtxt").read_text().replace('name: "scale"', 'name: "slow"')
     (slow / "config.pbtxt").write_text(config)
     with LocalStack(model_ready_timeout=1.0) as stack:
-        _deploy(stack, "slow", "slow/", [slow])
+        deploy_on(stack, "slow", [slow])
         no_retries = stack.boto3_session().client(
             "sagemaker-runtime", config=Config(retries={"total_max_attempts": 1})
         )

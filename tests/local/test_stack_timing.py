@@ -8,6 +8,7 @@ behind what (a hot model's call against a 3 s load or unload), never how fast th
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -20,7 +21,10 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from mme_triton import MMEClient, deploy_mme
+sys.path.insert(0, str(Path(__file__).parent))
+from stack_deploy import deploy_on
+
+from mme_triton import MMEClient
 from mme_triton.local import LocalStack
 
 pytestmark = [pytest.mark.triton, pytest.mark.moto]
@@ -84,15 +88,7 @@ def _model(
 
 
 def _deploy(stack: LocalStack, name: str, models: list[Path]) -> MMEClient:
-    deploy_mme(
-        name,
-        stack.model_data_url(f"{name}/"),
-        models=models,
-        role=stack.role_arn,
-        instance_type="ml.m5.large",
-        poll_interval=0.1,
-        boto3_session=stack.boto3_session(),
-    )
+    deploy_on(stack, name, models)
     return MMEClient(name, boto3_session=stack.boto3_session(), max_concurrency=8)
 
 
