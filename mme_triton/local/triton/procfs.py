@@ -159,11 +159,20 @@ def rss(pid: int) -> int:
         return 0
 
 
+def _stat_fields(stat: Path) -> list[str]:
+    """The fields of a ``/proc/<pid>/stat`` after the command name, the state (field 3 of proc(5)) first.
+
+    The command name is in parentheses and may hold spaces and parentheses: the split starts after the
+    last ``)``. Raises ``OSError`` when the file cannot be read.
+    """
+    text = stat.read_text()
+    return text[text.rfind(")") + 2 :].split()
+
+
 def cpu_seconds(pid: int) -> float:
     """User and system CPU seconds ``pid`` has used (``/proc/<pid>/stat``; 0 when it cannot be read)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        fields = stat[stat.rfind(")") + 2 :].split()  # the command name may hold spaces
+        fields = _stat_fields(Path(f"/proc/{pid}/stat"))
         return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
     except (OSError, IndexError, ValueError):
         return 0.0
@@ -190,11 +199,9 @@ def children(pid: int) -> list[int]:
         if not entry.name.isdigit():
             continue
         try:
-            stat = (entry / "stat").read_text()
+            fields = _stat_fields(entry / "stat")
         except OSError:
             continue
-        # the command name is in parentheses and may contain spaces: split after the last ')'
-        fields = stat[stat.rfind(")") + 2 :].split()
         if len(fields) > 1 and fields[1] == str(pid):
             found.append(int(entry.name))
     return found
