@@ -15,6 +15,7 @@ import pytest
 
 from mme_triton.local.triton.procfs import (
     SHM_DIR,
+    ExitWatch,
     cpu_seconds,
     new_shm_prefix,
     pid_namespace,
@@ -95,3 +96,34 @@ def test_cpu_seconds_counts_what_a_process_spent_on_the_cpu() -> None:
     assert seconds >= spent
     assert memory > 0  # its resident memory (it runs no python-backend stubs)
     assert cpu_seconds(process.pid) == 0.0  # gone: nothing to read
+
+
+def test_exit_watch_notes_when_the_last_process_has_left() -> None:
+    """Two children that exit after 0.2 s and 0.5 s (and stay zombies until reaped): the watch ends at the
+    second, to its 10 ms poll, long before the children are reaped."""
+    children = [
+        subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({delay})"]) for delay in (0.2, 0.5)
+    ]
+    try:
+        watch = ExitWatch([child.pid for child in children])
+        ended = watch.wait(10.0)
+        assert ended is not None and 0.45 <= ended < 2.0
+        assert all(child.poll() is not None for child in children)
+    finally:
+        for child in children:
+            child.wait()
+
+
+def test_exit_watch_of_nothing_says_nothing() -> None:
+    assert ExitWatch([]).wait(1.0) is None
+    assert ExitWatch.of_model(None, "/models/x").wait(1.0) is None
+    assert ExitWatch.of_model(os.getpid(), None).wait(1.0) is None
+
+
+def test_exit_watch_gives_up_on_a_process_that_outlives_it() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert ExitWatch([child.pid]).wait(0.2) is None
+    finally:
+        child.kill()
+        child.wait()

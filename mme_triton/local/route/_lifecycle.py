@@ -349,15 +349,16 @@ class Lifecycle(ModelCache):
             self._idle.wait_for(lambda: self._in_flight[target_model] <= 0, timeout=self._unload_timeout)
         try:
             started = time.monotonic()
-            triton.unload(
+            ended = triton.unload(
                 model_hash, target_model=triton_model_name(target_model), timeout=self._unload_timeout
             )
-            unloaded = time.monotonic() - started
-            self.metrics.model_unloaded(unloaded)
+            answered = time.monotonic() - started
+            self.metrics.model_unloaded(answered)  # ModelUnloadingTime: the container's UnloadModel call
             with self._lock:
                 loaded = self._timings.get(target_model)
                 if loaded is not None:
-                    self._timings[target_model] = replace(loaded, unload_s=unloaded)
+                    unload_s = ended if ended is not None else answered
+                    self._timings[target_model] = replace(loaded, unload_s=unload_s, unload_answer_s=answered)
             logger.info("endpoint %s: unloaded %s", self.endpoint_name, target_model)
         except LocalStackError as exc:
             logger.warning("endpoint %s: unloading %s failed: %s", self.endpoint_name, target_model, exc)

@@ -33,7 +33,12 @@ class LoadTimings:
     load_s: float
     """Triton's ``POST /models`` (the model's instances started, ``initialize`` run, warm-up done)."""
     unload_s: float | None = None
-    """Triton's ``DELETE /models/<hash>``, after the model's last request finished (``None``: loaded)."""
+    """The unload, after the model's last request finished, until its stub processes had left and their
+    memory was free (watched every 10 ms); Triton's own answer when it had no stub (``None``: loaded)."""
+    unload_answer_s: float | None = None
+    """Until Triton answered ``DELETE /models/<hash>`` (CloudWatch's ``ModelUnloadingTime``): Triton's
+    SageMaker front-end checks the model's state once a second, so this is a whole number of seconds past
+    the unload's end."""
     wait_s: float = 0.0
     """Waiting before Triton's load for room in the memory budget (the unloads made for it, or a loaded
     model to become unused), or for this model's own unload still under way."""

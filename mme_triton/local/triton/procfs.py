@@ -13,12 +13,17 @@ import logging
 import os
 import re
 import secrets
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "EXIT_POLL_S",
     "PAGE_SIZE",
     "SHM_DIR",
+    "ExitWatch",
+    "ServerProcesses",
     "StubProcess",
     "anon_rss",
     "children",
@@ -267,3 +272,99 @@ def remove_orphaned_shm_regions() -> dict[int, int]:
             pid,
         )
     return removed
+
+
+EXIT_POLL_S = 0.01
+"""How often :class:`ExitWatch` looks at the processes it watches: the resolution of a measured unload."""
+
+
+class ExitWatch:
+    """Notes when every one of some processes has exited (a zombie counts as exited), looking every
+    :data:`EXIT_POLL_S` on a thread of its own.
+
+    Triton's SageMaker front-end answers an unload at its next 1 s poll of the model's state (its
+    ``UNLOAD_SLEEP_MILLISECONDS_``), so the answer's time is a multiple of that poll, not the unload: the
+    model's stub processes leaving is its end, when their memory is free.
+    """
+
+    def __init__(self, pids: list[int]) -> None:
+        self._pids = list(pids)
+        self._started = time.monotonic()
+        self._ended: float | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if self._pids:
+            self._thread = threading.Thread(target=self._watch, name="exit-watch", daemon=True)
+            self._thread.start()
+
+    @classmethod
+    def of_model(cls, server_pid: int | None, root: str | None) -> ExitWatch:
+        """A watch of the stub processes ``server_pid`` runs for the model loaded from ``root`` (none
+        when either is unknown)."""
+        if server_pid is None or root is None:
+            return cls([])
+        prefix = root.rstrip("/") + "/"
+        return cls([stub.pid for stub in stub_processes(server_pid) if stub.model_path.startswith(prefix)])
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            if not any(_alive(pid) for pid in self._pids):
+                self._ended = time.monotonic() - self._started
+                return
+            self._stop.wait(EXIT_POLL_S)
+
+    def wait(self, timeout: float) -> float | None:
+        """Seconds from the watch's start until the last process exited; ``None`` when nothing was
+        watched, or the processes still run after ``timeout`` more seconds."""
+        if self._thread is None:
+            return None
+        self._thread.join(timeout)
+        self._stop.set()
+        return self._ended
+
+    def cancel(self) -> None:
+        """Stop watching."""
+        self._stop.set()
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (exists and is not a zombie)."""
+    try:
+        fields = _stat_fields(Path(f"/proc/{pid}/stat"))
+    except OSError:
+        return False
+    return bool(fields) and fields[0] not in ("Z", "X")
+
+
+class ServerProcesses:
+    """What ``/proc`` and ``/dev/shm`` say of a running server: mixed into
+    :class:`~mme_triton.local.triton.server.TritonServer`."""
+
+    _shm_prefix: str
+
+    @property
+    def pid(self) -> int | None:  # pragma: no cover - defined by the server
+        raise NotImplementedError
+
+    def rss_bytes(self) -> int:
+        """Resident memory of the ``tritonserver`` process itself (0 when it is not running)."""
+        pid = self.pid
+        return rss(pid) if pid is not None else 0
+
+    @property
+    def shm_prefix(self) -> str:
+        """The ``shm-region-prefix-name`` of this server's python-backend regions in ``/dev/shm``."""
+        return self._shm_prefix
+
+    def shm_bytes(self) -> int:
+        """Bytes allocated by this server's shared-memory regions in ``/dev/shm``."""
+        return sum(shm_regions(self._shm_prefix).values())
+
+    def model_processes(self) -> list[StubProcess]:
+        """The python-backend stub processes of this server, with their resident memory.
+
+        Every python-backend model instance (the stack's onnxruntime backend included) runs in its own stub
+        process, so their resident memory is what loaded models cost. Read from ``/proc`` (Linux only).
+        """
+        pid = self.pid
+        return stub_processes(pid) if pid is not None else []

@@ -50,13 +50,12 @@ from mme_triton.local.triton.frontend import FrontEnd
 from mme_triton.local.triton.netns import Connector, PortForward
 from mme_triton.local.triton.ports import ISOLATED, TritonPorts, forward_ports, port_args
 from mme_triton.local.triton.procfs import (
+    ExitWatch,
+    ServerProcesses,
     StubProcess,
     new_shm_prefix,
     remove_orphaned_shm_regions,
     remove_shm_regions,
-    rss,
-    shm_regions,
-    stub_processes,
 )
 from mme_triton.local.triton.wheel import (
     TritonInstallation,
@@ -81,7 +80,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-class TritonServer:
+class TritonServer(ServerProcesses):
     """One tritonserver process with the SageMaker front-end in multi-model mode, off the network.
 
     The server has an empty model repository and ``--model-control-mode=explicit``: models come and go
@@ -149,7 +148,7 @@ class TritonServer:
         self._returncode: int | None = None
         self._shm_prefix = ""
         self._log_path: Path | None = None
-        self._targets: dict[str, str] = {}
+        self._targets: dict[str, tuple[str, str]] = {}  # hash -> (TargetModel, the directory loaded)
         self._pool = ConnectionPool()
         self._lock = threading.Lock()
         self.startup_seconds: float | None = None
@@ -300,22 +299,28 @@ class TritonServer:
             LocalStackError: the server is not reachable.
         """
         check_hash(model_hash)
-        body = json.dumps({"model_name": model_hash, "url": str(Path(model_dir).absolute())}).encode()
+        loaded = (target_model, str(Path(model_dir).absolute()))
+        body = json.dumps({"model_name": model_hash, "url": loaded[1]}).encode()
         headers = {TARGET_MODEL_HEADER: target_model, "Content-Type": "application/json"}
         started = time.monotonic()
         status, _, answer = self._request("POST", "/models", body, headers, timeout, control=True)
         if status == 409:
             logger.debug("model %s (%s) is already loaded", model_hash, target_model)
-            self._targets[model_hash] = target_model
+            self._targets[model_hash] = loaded
             return
         if status != 200:
             message = error_message(answer) or f"no message from Triton; log tail:\n{self.log_tail()}"
             raise TritonLoadError(message, status=status, model_hash=model_hash)
-        self._targets[model_hash] = target_model
+        self._targets[model_hash] = loaded
         logger.debug("loaded %s as %s in %.2fs", target_model, model_hash, time.monotonic() - started)
 
-    def unload(self, model_hash: str, *, target_model: str | None = None, timeout: float = 30.0) -> None:
-        """Unload a model through ``DELETE /models/<hash>``; an unknown hash (404) is not an error.
+    def unload(
+        self, model_hash: str, *, target_model: str | None = None, timeout: float = 30.0
+    ) -> float | None:
+        """Unload a model through ``DELETE /models/<hash>``; an unknown hash (404) is not an error. Return the
+        seconds until the model's stub processes had left (``None`` when it had none, or they outlived the
+        answer by 5 s): the unload's end, to :data:`~.procfs.EXIT_POLL_S`. Triton's own answer comes later,
+        at its next 1 s poll of the model's state.
 
         Triton answers only once the model is fully unloaded, which can take a while: call this off the
         request path.
@@ -330,17 +335,21 @@ class TritonServer:
             LocalStackError: the server is not reachable.
         """
         check_hash(model_hash)
-        target = target_model or self._targets.get(model_hash)
+        known, root = self._targets.get(model_hash, (None, None))
+        target = target_model or known
         headers = {TARGET_MODEL_HEADER: target} if target else {}
+        watch = ExitWatch.of_model(self.pid, root)
         status, _, answer = self._request(
             "DELETE", f"/models/{model_hash}", b"", headers, timeout, control=True
         )
         self._targets.pop(model_hash, None)
         if status == 404:
             logger.debug("model %s was not loaded", model_hash)
-            return
+            return None
         if status != 200:
+            watch.cancel()
             raise TritonRequestError(error_message(answer), status=status, model_hash=model_hash)
+        return watch.wait(5.0)
 
     def invoke(
         self, model_hash: str, target_model: str, body: bytes, content_type: str, *, timeout: float = 60.0
@@ -362,31 +371,6 @@ class TritonServer:
         """``True`` when ``GET /ping`` answers 200."""
         connector, port = self._connector, self._port
         return connector is not None and port is not None and ping(connector, port, timeout=timeout)
-
-    # -- memory ------------------------------------------------------------------------------------
-
-    def rss_bytes(self) -> int:
-        """Resident memory of the ``tritonserver`` process itself (0 when it is not running)."""
-        pid = self.pid
-        return rss(pid) if pid is not None else 0
-
-    @property
-    def shm_prefix(self) -> str:
-        """The ``shm-region-prefix-name`` of this server's python-backend regions in ``/dev/shm``."""
-        return self._shm_prefix
-
-    def shm_bytes(self) -> int:
-        """Bytes allocated by this server's shared-memory regions in ``/dev/shm``."""
-        return sum(shm_regions(self._shm_prefix).values())
-
-    def model_processes(self) -> list[StubProcess]:
-        """The python-backend stub processes of this server, with their resident memory.
-
-        Every python-backend model instance (the stack's onnxruntime backend included) runs in its own stub
-        process, so their resident memory is what loaded models cost. Read from ``/proc`` (Linux only).
-        """
-        pid = self.pid
-        return stub_processes(pid) if pid is not None else []
 
     # -- internals ---------------------------------------------------------------------------------
 
