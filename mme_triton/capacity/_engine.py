@@ -1,13 +1,21 @@
 """The discrete-event simulation of a multi-model endpoint's instances (docs/capacity.md states the model).
 
-Requests are taken in arrival order; the only events on the heap are what no arrival decides: a load or an
-unload ending, and a retry of loads that wait for memory. A request to a loaded model is placed at once:
-each model instance is a FIFO server, so its start is ``max(ready, the earliest server's free time)``
-(Kiefer-Wolfowitz), without an event of its own. A model is *in use* on an instance until the last
-request placed on it ends (``busy``); only models not in use are unloaded, least recently used first.
+Requests are taken in arrival order; events on the heap are what no arrival decides: a load, a download or
+an unload ending, and an execution ending. A request to a loaded model joins the model's queue on its
+instance; each model instance (Triton's ``instance_group`` count) runs one execution at a time, taking every
+queued request up to ``max_batch_size`` when it is free (Triton's dynamic batcher, no queue delay).
 
-Plain Python lists and dicts on purpose: per request this is a few dict look-ups, which beats numpy's
-per-call overhead on scalars. Only the standard library is imported.
+**Processors.** The executions running on an instance share its processors (vCPUs, or GPUs on a GPU
+type): each execution uses at most one, and ``n`` executions on ``P`` processors each run at
+``min(1, P / n)`` of full speed (processor sharing, as an operating system's scheduler shares cores among
+runnable processes). It is kept as a virtual clock per instance: the clock runs at the per-execution
+speed, an execution started at clock ``v`` with ``w`` seconds of work ends when the clock reaches
+``v + w``, so the executions end in the order of those tags, and only the next one is on the heap.
+
+A model is *in use* on an instance while a request for it is queued or executing there; only models not
+in use are unloaded, least recently used first, when a load needs their memory. Plain Python lists and
+dicts on purpose: per request this is a few dict look-ups, which beats numpy's per-call overhead on
+scalars. Only the standard library is imported.
 """
 
 from __future__ import annotations
@@ -24,7 +32,8 @@ __all__ = ["ERROR_NAMES", "EngineResult", "ModelTable", "run"]
 ABSENT, PENDING, LOADING, LOADED, DOWNLOADING = 0, 1, 2, 3, 4
 OK, NOT_READY, TIMED_OUT, TOO_LARGE = 0, 1, 2, 3
 ERROR_NAMES = {NOT_READY: "not_ready", TIMED_OUT: "timed_out", TOO_LARGE: "too_large"}
-_LOAD_DONE, _UNLOAD_DONE, _RETRY, _LOAD_FAILED, _DOWNLOAD_DONE = 0, 1, 2, 3, 4
+_LOAD_DONE, _UNLOAD_DONE, _EXEC_DONE, _LOAD_FAILED, _DOWNLOAD_DONE = 0, 1, 2, 3, 4
+_EPSILON = 1e-9
 
 
 @dataclass(frozen=True)
@@ -57,29 +66,18 @@ class EngineResult:
     peak_bytes: list[int] = field(default_factory=list)
     peak_models: list[int] = field(default_factory=list)
     busy_s: list[float] = field(default_factory=list)
-
-
-class _Batch:
-    """An execution of a batching model that requests ready by its start may still join."""
-
-    __slots__ = ("members", "server", "size", "start")
-
-    def __init__(self, server: int, start: float, r: int) -> None:
-        self.server = server
-        self.start = start
-        self.size = 1
-        self.members = [r]
+    """Per instance, the seconds of work its executions brought (at full speed, summed)."""
 
 
 class _Instance:
     __slots__ = (
-        "batch",
-        "busy",
-        "busy_s",
+        "clock",
+        "clock_at",
         "disk",
-        "free",
         "holding",
+        "idle",
         "index",
+        "inuse",
         "last",
         "load_end",
         "lru",
@@ -87,24 +85,28 @@ class _Instance:
         "peak_models",
         "pending",
         "pending_bytes",
-        "retry_at",
+        "queue",
+        "running",
         "state",
+        "tags",
         "unloading",
         "unloading_bytes",
         "used",
+        "version",
         "waiters",
+        "work",
     )
 
     def __init__(self, index: int) -> None:
         self.index = index
         self.state: dict[int, int] = {}
-        self.free: dict[int, list[float]] = {}  # model -> each model instance's free time
-        self.busy: dict[int, float] = {}  # model -> when its last placed request ends
+        self.queue: dict[int, deque[int]] = {}  # model -> requests waiting for a free model instance
+        self.idle: dict[int, int] = {}  # model -> model instances not executing
+        self.inuse: dict[int, int] = {}  # model -> requests queued or executing
         self.last: dict[int, float] = {}  # model -> last use
         self.lru: OrderedDict[int, None] = OrderedDict()  # loaded models, least recently used first
         self.waiters: dict[int, list[int]] = {}  # model being loaded -> requests waiting for it
         self.load_end: dict[int, float] = {}
-        self.batch: dict[int, _Batch] = {}  # model -> the execution requests may still join
         self.disk: set[int] = set()  # unloaded models kept on the volume
         self.pending: deque[int] = deque()  # loads waiting for memory, first come first served
         self.pending_bytes = 0
@@ -114,8 +116,13 @@ class _Instance:
         self.peak = 0
         self.holding = 0
         self.peak_models = 0
-        self.retry_at: float | None = None
-        self.busy_s = 0.0
+        self.work = 0.0
+        # processor sharing: the virtual clock, when it was last moved, executions running and their tags
+        self.clock = 0.0
+        self.clock_at = 0.0
+        self.running = 0
+        self.tags: list[tuple[float, int, int, list[int]]] = []  # (end tag, seq, model, requests)
+        self.version = 0
 
 
 def run(
@@ -128,9 +135,11 @@ def run(
     seed: int,
     timeout: float,
     load_limit: float,
+    processors: int = 1_000_000,
     spill_wait: float = 1.0,
 ) -> EngineResult:
-    """Simulate ``instances`` instances of ``budget`` bytes each serving the requests (times sorted).
+    """Simulate ``instances`` instances of ``budget`` bytes and ``processors`` processors each serving the
+    requests (times sorted).
 
     A request goes to an instance that holds its model; when the wait there would be longer than the
     model's cold start and ``spill_wait``, to another instance, which loads it too.
@@ -146,67 +155,69 @@ def run(
     seq = count()
     rnd = random.Random(seed).random
     push = heapq.heappush
+    procs = float(processors)
 
-    def finish(r: int, end: float) -> None:
-        took = end - times[r]
-        if took > timeout:
-            error[r] = TIMED_OUT
-            latency[r] = timeout
-        else:
-            latency[r] = took
+    # -- executions on shared processors -------------------------------------------------------------
 
-    def close_batch(inst: _Instance, m: int) -> None:
-        batch = inst.batch.pop(m, None)
-        if batch is not None:
-            end = batch.start + svc[m] + (batch.size - 1) * item[m]
-            for r in batch.members:
-                finish(r, end)
+    def advance(inst: _Instance, t: float) -> None:
+        if inst.running:
+            inst.clock += (t - inst.clock_at) * min(1.0, procs / inst.running)
+        inst.clock_at = t
 
-    def serve(inst: _Instance, m: int, r: int, ready: float) -> None:
-        fl = inst.free[m]
-        if len(fl) == 1:
-            k, f = 0, fl[0]
-        else:
-            f = min(fl)
-            k = fl.index(f)
-        if max_batch[m] > 1:
-            batch = inst.batch.get(m)
-            if batch is not None:
-                start = batch.start
-                others = [fl[j] for j in range(len(fl)) if j != batch.server]
-                if ready <= start and batch.size < max_batch[m] and (not others or start <= min(others)):
-                    batch.size += 1
-                    batch.members.append(r)
-                    end = start + svc[m] + (batch.size - 1) * item[m]
-                    fl[batch.server] = end
-                    inst.busy_s += item[m]
-                    if end > inst.busy[m]:
-                        inst.busy[m] = end
-                    return
-                close_batch(inst, m)
-            begin = ready if ready > f else f
-            inst.batch[m] = _Batch(k, begin, r)
-            end = begin + svc[m]
-            fl[k] = end
-            inst.busy_s += svc[m]
-            if end > inst.busy[m]:
-                inst.busy[m] = end
-            return
-        begin = ready if ready > f else f
-        end = begin + svc[m]
-        fl[k] = end
-        inst.busy_s += svc[m]
-        if end > inst.busy[m]:
-            inst.busy[m] = end
-        took = end - times[r]
-        if took > timeout:
-            error[r] = TIMED_OUT
-            latency[r] = timeout
-        else:
-            latency[r] = took
+    def reschedule(inst: _Instance, t: float) -> None:
+        inst.version += 1
+        if inst.tags:
+            speed = min(1.0, procs / inst.running)
+            end = t + max(0.0, inst.tags[0][0] - inst.clock) / speed
+            push(heap, (end, next(seq), _EXEC_DONE, inst.index, inst.version))
+
+    def start(inst: _Instance, m: int, t: float) -> None:
+        """Start executions of ``m`` while a model instance is idle and requests wait (caller reschedules)."""
+        queue = inst.queue[m]
+        while queue and inst.idle[m] > 0:
+            size = min(len(queue), max_batch[m])
+            members = [queue.popleft() for _ in range(size)]
+            work = svc[m] + (size - 1) * item[m]
+            inst.idle[m] -= 1
+            inst.work += work
+            inst.running += 1
+            heapq.heappush(inst.tags, (inst.clock + work, next(seq), m, members))
+
+    def serve(inst: _Instance, m: int, requests: list[int], t: float) -> None:
+        """Queue ``requests`` for the loaded model ``m`` and start what can start."""
+        inst.queue[m].extend(requests)
+        inst.inuse[m] += len(requests)
+        if inst.idle[m] > 0:
+            advance(inst, t)
+            start(inst, m, t)
+            reschedule(inst, t)
+
+    def finish(inst: _Instance, t: float) -> None:
+        advance(inst, t)
+        tags = inst.tags
+        freed = False
+        while tags and tags[0][0] <= inst.clock + _EPSILON * max(1.0, inst.clock):
+            _, _, m, members = heapq.heappop(tags)
+            inst.running -= 1
+            inst.idle[m] += 1
+            for r in members:
+                took = t - times[r]
+                if took > timeout:
+                    error[r] = TIMED_OUT
+                    latency[r] = timeout
+                else:
+                    latency[r] = took
+            inst.inuse[m] -= len(members)
+            start(inst, m, t)
+            if inst.inuse[m] == 0:
+                freed = True
+        reschedule(inst, t)
+        if freed and inst.pending:
+            process_pending(inst, t)  # a model just became unused: a waiting load may evict it
+
+    # -- memory: loads, unloads ----------------------------------------------------------------------
 
     def unload(inst: _Instance, v: int, t: float) -> None:
-        close_batch(inst, v)
         del inst.lru[v]
         del inst.state[v]
         holders[v].remove(inst.index)
@@ -221,12 +232,12 @@ def run(
             inst.used -= mem[v]
 
     def evict(inst: _Instance, shortfall: int, t: float) -> bool:
-        """Unload idle models, least recently used first, to free ``shortfall`` bytes; all or nothing."""
+        """Unload unused models, least recently used first, to free ``shortfall`` bytes; all or nothing."""
         victims = []
         freed = 0
-        busy = inst.busy
+        inuse = inst.inuse
         for v in inst.lru:
-            if busy[v] <= t:
+            if not inuse[v]:
                 victims.append(v)
                 freed += mem[v]
                 if freed >= shortfall:
@@ -237,15 +248,6 @@ def run(
             unload(inst, v, t)
         return True
 
-    def schedule_retry(inst: _Instance, t: float) -> None:
-        """Retry waiting loads when the next loaded model stops being in use (loads and unloads that end
-        retry by themselves)."""
-        busy = inst.busy
-        soonest = min((busy[v] for v in inst.lru if busy[v] > t), default=None)
-        if soonest is not None and (inst.retry_at is None or soonest < inst.retry_at):
-            inst.retry_at = soonest
-            push(heap, (soonest, next(seq), _RETRY, inst.index, -1))
-
     def begin_load(inst: _Instance, m: int, t: float) -> None:
         inst.used += mem[m]
         inst.holding += 1
@@ -254,9 +256,10 @@ def run(
         inst.state[m] = LOADING
         out.loads += 1
         took = reload_[m] if m in inst.disk else cold[m]
-        if m not in inst.free:
-            inst.free[m] = [0.0] * servers[m]
-            inst.busy[m] = 0.0
+        if m not in inst.queue:
+            inst.queue[m] = deque()
+            inst.idle[m] = servers[m]
+            inst.inuse[m] = 0
         if took > load_limit:
             push(heap, (t + load_limit, next(seq), _LOAD_FAILED, inst.index, m))
             inst.load_end[m] = t + load_limit
@@ -276,8 +279,7 @@ def run(
                 if free + inst.unloading_bytes < need and not evict(
                     inst, need - free - inst.unloading_bytes, t
                 ):
-                    schedule_retry(inst, t)
-                    break
+                    break  # retried when a model becomes unused, or an unload ends
                 if budget - inst.used < need:
                     break  # the memory comes back when the unloads end
             pending.popleft()
@@ -316,10 +318,15 @@ def run(
 
     def handle(t: float, kind: int, i: int, m: int) -> None:
         inst = insts[i]
+        if kind == _EXEC_DONE:
+            if m == inst.version:
+                finish(inst, t)
+            return
         if kind == _LOAD_DONE:
             inst.state[m] = LOADED
             inst.lru[m] = None
             inst.last[m] = t
+            ready = []
             for r in inst.waiters.pop(m):
                 waited = t - times[r]
                 if waited > timeout:
@@ -327,7 +334,9 @@ def run(
                     latency[r] = load_wait[r] = timeout
                 else:
                     load_wait[r] = waited
-                    serve(inst, m, r, t)
+                    ready.append(r)
+            if ready:
+                serve(inst, m, ready, t)
         elif kind == _UNLOAD_DONE:
             inst.used -= inst.unloading.pop(m)
             inst.unloading_bytes -= mem[m]
@@ -337,17 +346,15 @@ def run(
             return
         elif kind == _LOAD_FAILED:
             drop(inst, m, t)
-        elif inst.retry_at != t:
-            return  # superseded by an earlier retry
-        else:
-            inst.retry_at = None
         if inst.pending:
             process_pending(inst, t)
 
-    def idle_since(inst: _Instance, t: float) -> float | None:
-        busy = inst.busy
+    # -- routing ---------------------------------------------------------------------------------------
+
+    def idle_since(inst: _Instance) -> float | None:
+        inuse = inst.inuse
         for v in inst.lru:
-            if busy[v] <= t:
+            if not inuse[v]:
                 return inst.last[v]
         return None
 
@@ -364,7 +371,7 @@ def run(
         oldest: _Instance | None = None
         oldest_t = 0.0
         for c in candidates:
-            since = idle_since(c, t)
+            since = idle_since(c)
             if since is not None and (oldest is None or since < oldest_t):
                 oldest, oldest_t = c, since
         return oldest if oldest is not None else candidates[int(rnd() * len(candidates))]
@@ -372,7 +379,11 @@ def run(
     def expected_wait(inst: _Instance, m: int, t: float) -> float:
         state = inst.state[m]
         if state == LOADED:
-            return max(0.0, min(inst.free[m]) - t)
+            ahead = inst.inuse[m] - servers[m] + 1
+            if ahead <= 0:
+                return 0.0
+            slowdown = max(1.0, inst.running / procs)
+            return ahead / servers[m] * svc[m] * slowdown
         if state in (LOADING, DOWNLOADING):
             return inst.load_end[m] - t
         return cold[m]
@@ -407,7 +418,7 @@ def run(
             hit[r] = 1
             inst.lru.move_to_end(m)
             inst.last[m] = t
-            serve(inst, m, r, t)
+            serve(inst, m, [r], t)
             continue
         if state == ABSENT:
             request_load(inst, m, t)
@@ -416,13 +427,11 @@ def run(
         t, _, kind, i, v = heapq.heappop(heap)
         handle(t, kind, i, v)
     for inst in insts:
-        for m in list(inst.batch):
-            close_batch(inst, m)
         for waiting in inst.waiters.values():  # loads that never started: no memory came free
             for r in waiting:
                 error[r] = NOT_READY
                 latency[r] = load_wait[r] = timeout
     out.peak_bytes = [inst.peak for inst in insts]
     out.peak_models = [inst.peak_models for inst in insts]
-    out.busy_s = [inst.busy_s for inst in insts]
+    out.busy_s = [inst.work for inst in insts]
     return out

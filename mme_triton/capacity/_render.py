@@ -14,7 +14,7 @@ __all__ = ["html_table", "plot", "text_table"]
 
 _HEAD = (
     "plan", "hit ratio", "loads/min", "unloads/min", "load wait p99", "p50", "p99", "errors",
-    "headroom", "$/hour", "$/M req", "meets targets",
+    "headroom", "CPU/GPU busy", "$/hour", "$/M req", "meets targets",
 )  # fmt: skip
 
 
@@ -49,6 +49,7 @@ def _cells(row: PlanRow, best: PlanRow | None) -> list[str]:
         _duration(row.p99_s),
         str(row.errors),
         _bytes(row.memory_headroom_bytes),
+        f"{row.processor_utilization:.0%} of {row.processors}",
         _money(row.cost_per_hour),
         _money(row.cost_per_million, 3),
         "yes" if row.meets_targets else f"no: {row.reason}",
@@ -98,6 +99,7 @@ def text_table(plan: CapacityPlan) -> str:
         if index == 0:
             out.append("  ".join("-" * w for w in widths) + "  " + "-" * len(_HEAD[-1]))
     out += ["", _verdict(plan)]
+    out += [f"note: {note}" for note in plan.notes]
     return "\n".join(out)
 
 
@@ -113,7 +115,8 @@ def html_table(plan: CapacityPlan) -> str:
     return (
         f"<div><p>traffic: {html.escape(str(plan.traffic.get('description', '')))}<br>"
         f"targets: {html.escape(_targets(plan))}<br>{html.escape(_verdict(plan))}</p>"
-        f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+        + "".join(f"<p>note: {html.escape(note)}</p>" for note in plan.notes)
+        + f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
     )
 
 

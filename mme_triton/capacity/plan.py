@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mme_triton.capacity._units import parse_duration
+from mme_triton._units import parse_duration
 from mme_triton.capacity.profile import ModelProfile, expand
 from mme_triton.capacity.simulate import SimulationResult, simulate
 from mme_triton.capacity.traffic import Traffic
@@ -46,8 +46,9 @@ class PlanRow:
     Times are in seconds, memory in bytes, costs in USD (``None`` without a price). ``meets_targets`` is
     False with the reasons in ``reason`` (empty when it meets them). ``memory_headroom_bytes`` is what the
     fullest instance never used of its memory for models; ``busy_executions`` the mean number of
-    executions running at once per instance (compare with its vCPUs or GPU: the model assumes they do not
-    slow each other down).
+    executions running at once per instance, at full speed; ``processors`` what they share on each
+    instance (its vCPUs, or its GPUs on a GPU type) and ``processor_utilization`` the busiest instance's
+    work over what its processors can do (above 1.0 the plan fails: its executions queue without end).
     """
 
     instance_type: str
@@ -69,6 +70,8 @@ class PlanRow:
     memory_headroom_bytes: int
     loaded_models_max: int
     busy_executions: float
+    processors: int
+    processor_utilization: float
     cost_per_hour: float | None
     cost_per_million: float | None
     meets_targets: bool
@@ -81,7 +84,7 @@ class PlanRow:
 
 _COLUMNS = [f.name for f in dataclasses.fields(PlanRow)]
 _INTS = {"instance_count", "requests", "misses", "loads", "unloads", "errors", "memory_budget_bytes"}
-_INTS |= {"memory_headroom_bytes", "loaded_models_max"}
+_INTS |= {"memory_headroom_bytes", "loaded_models_max", "processors"}
 
 
 def _row(result: SimulationResult, targets: dict[str, float | None]) -> PlanRow:
@@ -112,6 +115,8 @@ def _row(result: SimulationResult, targets: dict[str, float | None]) -> PlanRow:
         memory_headroom_bytes=kind.memory_budget_bytes - max(result.peak_bytes, default=0),
         loaded_models_max=max(result.peak_models, default=0),
         busy_executions=sum(result.busy_s) / result.duration_s / result.instance_count,
+        processors=result.processors,
+        processor_utilization=result.processor_utilization,
         cost_per_hour=cost,
         cost_per_million=per_million,
         meets_targets=True,
@@ -123,6 +128,12 @@ def _row(result: SimulationResult, targets: dict[str, float | None]) -> PlanRow:
 
 def _failures(row: PlanRow, result: SimulationResult, targets: dict[str, float | None]) -> list[str]:
     reasons = []
+    if row.processor_utilization > 1.0:
+        what = "GPUs" if result.instance_type.is_gpu else "vCPUs"
+        reasons.append(
+            f"processors {row.processor_utilization:.0%} busy: the executions need "
+            f"{row.processor_utilization * row.processors:.1f} of the {row.processors} {what} of an instance"
+        )
     if result.failed:
         causes = ", ".join(f"{name} {count}" for name, count in result.errors.items() if count)
         reasons.append(f"{result.failed} requests failed ({causes})")
@@ -154,6 +165,8 @@ class CapacityPlan:
         models: the model profiles, as dicts.
         seed: the routing seed.
         requests: the :class:`Traffic` itself, for :meth:`validate` (``None`` for a plan read from JSON).
+        notes: what the reader should know of the traffic itself: compulsory misses too many for the
+            targets, and how long a traffic would have to be for them to matter no more.
     """
 
     rows: tuple[PlanRow, ...]
@@ -162,6 +175,7 @@ class CapacityPlan:
     models: tuple[dict[str, Any], ...]
     seed: int = 0
     requests: Traffic | None = dataclasses.field(default=None, repr=False)
+    notes: tuple[str, ...] = ()
 
     def _meeting(self) -> list[PlanRow]:
         return [row for row in self.rows if row.meets_targets]
@@ -198,6 +212,7 @@ class CapacityPlan:
             "traffic": dict(self.traffic),
             "models": [dict(model) for model in self.models],
             "seed": self.seed,
+            "notes": list(self.notes),
             "best": None
             if best is None
             else {
@@ -231,7 +246,12 @@ class CapacityPlan:
             data = json.loads(text)
             rows = tuple(PlanRow(**row) for row in data["rows"])
             return cls(
-                rows, dict(data["targets"]), dict(data["traffic"]), tuple(data["models"]), int(data["seed"])
+                rows,
+                dict(data["targets"]),
+                dict(data["traffic"]),
+                tuple(data["models"]),
+                int(data["seed"]),
+                notes=tuple(data.get("notes", ())),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"not a capacity plan's JSON: {exc}") from None
@@ -426,5 +446,47 @@ def plan_capacity(
         "models": len(traffic.names),
     }
     return CapacityPlan(
-        tuple(rows), targets, described, tuple(profile.to_dict() for profile in profiles), seed, traffic
+        tuple(rows),
+        targets,
+        described,
+        tuple(profile.to_dict() for profile in profiles),
+        seed,
+        traffic,
+        notes=tuple(compulsory_notes(traffic, targets)),
     )
+
+
+def compulsory_notes(traffic: Traffic, targets: Mapping[str, float | None]) -> list[str]:
+    """What the traffic's compulsory misses — the first request of every model, which no plan can serve
+    from memory — do to the targets, when they are too many for them: more than the 1 % of the requests a
+    p99 leaves out (the p99 is then a cold start, whatever the plan), or more than the misses the hit-ratio
+    target allows; and the duration of this traffic at which they would fall under that share."""
+    requests, models = len(traffic), len(traffic.names)
+    if not requests or traffic.duration <= 0:
+        return []
+    share = models / requests
+    rate = requests / traffic.duration
+    notes = []
+    if targets.get("p99_s") is not None and share > 0.01:
+        notes.append(
+            f"{models:,} models' first requests are compulsory misses: {share:.1%} of the {requests:,} "
+            f"requests, more than the 1% a p99 leaves out, so every plan's p99 is a cold start. At this "
+            f"traffic's rate ({rate:,.2f}/s) they fall under 1% after {_span(models / (0.01 * rate))}: "
+            "plan with a traffic that long to see the steady state"
+        )
+    min_hit_ratio = targets.get("min_hit_ratio")
+    if min_hit_ratio is not None and min_hit_ratio < 1 and 1 - share < min_hit_ratio:
+        notes.append(
+            f"the compulsory misses ({models:,} models' first requests) cap the hit ratio of this traffic at "
+            f"{1 - share:.3f}, under the {min_hit_ratio:g} asked; they fall under {1 - min_hit_ratio:.1%} of "
+            f"the requests after {_span(models / ((1 - min_hit_ratio) * rate))} of it"
+        )
+    return notes
+
+
+def _span(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mme_triton._sagemaker import INVOCATION_TIMEOUT_SECONDS, MODEL_LOAD_TIMEOUT_SECONDS
+from mme_triton._stats import percentile
 from mme_triton.capacity._engine import ERROR_NAMES, TOO_LARGE, ModelTable, run
 from mme_triton.capacity.profile import ModelProfile, expand
 from mme_triton.capacity.traffic import Traffic
@@ -54,7 +55,8 @@ class SimulationResult:
         failed_loads: loads past the 360 s limit.
         peak_bytes: per instance, the most memory its models held at once.
         peak_models: per instance, the most models it held (loaded or loading) at once.
-        busy_s: per instance, seconds of execution (summed over model instances).
+        busy_s: per instance, seconds of work its executions brought (at full speed, summed over model
+            instances).
         elapsed_s: seconds the simulation itself took.
     """
 
@@ -74,6 +76,19 @@ class SimulationResult:
     peak_models: tuple[int, ...]
     busy_s: tuple[float, ...]
     elapsed_s: float
+
+    @property
+    def processors(self) -> int:
+        """Processors per instance its executions share (:attr:`InstanceType.processors`)."""
+        return self.instance_type.processors
+
+    @property
+    def processor_utilization(self) -> float:
+        """The busiest instance's work over what its processors can do in the traffic's duration: above
+        1.0 the executions need more than the instance has, and queue without end."""
+        if self.duration_s <= 0:
+            return 0.0
+        return max(self.busy_s, default=0.0) / (self.processors * self.duration_s)
 
     @property
     def requests(self) -> int:
@@ -115,25 +130,18 @@ class SimulationResult:
         return waited
 
     def latency_percentile(self, q: float) -> float:
-        """The ``q``-th percentile (0-100) of the requests' latency, in seconds: requests for a model
-        larger than an instance's memory are left out (they never reach a model); 0.0 without requests."""
-        import numpy as np
-
+        """The ``q``-th percentile (0-100) of the requests' latency, in seconds, nearest-rank as
+        perf_analyzer takes it (:mod:`mme_triton._stats`): requests for a model larger than an instance's
+        memory are left out (they never reach a model); 0.0 without requests."""
         served = self.latency_s[self.error != TOO_LARGE]
-        return float(np.percentile(served, q)) if served.size else 0.0
+        return percentile(served, q) if served.size else 0.0
 
     def load_wait_stats(self) -> dict[str, float]:
         """Mean, p99 and max of the load waits of the requests that missed (``ModelLoadingWaitTime``)."""
-        import numpy as np
-
         waits = self._waits()
         if not waits.size:
             return {"mean": 0.0, "p99": 0.0, "max": 0.0}
-        return {
-            "mean": float(waits.mean()),
-            "p99": float(np.percentile(waits, 99)),
-            "max": float(waits.max()),
-        }
+        return {"mean": float(waits.mean()), "p99": percentile(waits, 99), "max": float(waits.max())}
 
     def summary(self) -> dict[str, Any]:
         """The figures with the keys of ``EndpointMetrics.summary()`` (CloudWatch's view of a variant)
@@ -232,6 +240,7 @@ def simulate(
         seed=seed,
         timeout=INVOCATION_TIMEOUT_SECONDS,
         load_limit=MODEL_LOAD_TIMEOUT_SECONDS,
+        processors=kind.processors,
     )
     import numpy as np
 

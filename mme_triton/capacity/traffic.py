@@ -21,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mme_triton.capacity._units import parse_duration, parse_rate
+from mme_triton._units import parse_duration, parse_rate
 from mme_triton.capacity.profile import ModelProfile, expand
 
 if TYPE_CHECKING:

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mme_triton.cli._common import SubParsers, add_command, emit
+from mme_triton.cli._common import SubParsers, add_command, emit, err
+from mme_triton.cli._errors import EXIT_FAILURE, EXIT_OK
 
 if TYPE_CHECKING:
     from mme_triton.capacity.profile import ModelProfile
@@ -38,7 +39,7 @@ def _counts(text: str) -> list[int]:
 
 def _duration(flag: str) -> Callable[[str], str]:
     def check(text: str) -> str:
-        from mme_triton.capacity._units import parse_duration
+        from mme_triton._units import parse_duration
 
         try:
             parse_duration(text, flag)
@@ -169,7 +170,10 @@ def _plan_capacity(args: argparse.Namespace) -> int:
             raise ValueError(f"--plot needs matplotlib ({exc}): pip install matplotlib") from None
         figure.savefig(args.plot)
     emit(args, lambda: str(plan), plan.to_dict())
-    return 0 if plan.best is not None else 1
+    if plan.best is None:
+        err("error: no plan meets the targets (each row's reason says why)")
+        return EXIT_FAILURE
+    return EXIT_OK
 
 
 def register(sub: SubParsers) -> None:

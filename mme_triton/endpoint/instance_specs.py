@@ -233,6 +233,31 @@ class InstanceType:
         return self.gpus > 0
 
     @property
+    def processors(self) -> int:
+        """What the executions of its models share: its GPUs on a GPU type, its vCPUs on a CPU type (the
+        capacity planner's processor model, docs/capacity.md)."""
+        return self.gpus if self.is_gpu else self.vcpus
+
+    @classmethod
+    def this_machine(cls, name: str = "this-machine", **fields: object) -> InstanceType:
+        """The machine this runs on as an instance type: the CPUs this process may use and the physical
+        memory, no GPU, no price (``fields`` override them): what the embedded stack's endpoints run on.
+
+        Example:
+            >>> InstanceType.this_machine().processors >= 1
+            True
+        """
+        import os
+
+        try:
+            vcpus = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            vcpus = os.cpu_count() or 1
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        values: dict[str, object] = {"memory_bytes": memory, "vcpus": vcpus, **fields}
+        return cls(name, **values)  # type: ignore[arg-type]
+
+    @property
     def memory_kind(self) -> str:
         """``"GPU"`` or ``"host"``: the memory an MME caches models in on this type."""
         return "GPU" if self.is_gpu else "host"
@@ -269,6 +294,7 @@ class InstanceType:
             "gpus": self.gpus,
             "gpu_memory_bytes": self.gpu_memory_bytes,
             "gpu_model": self.gpu_model,
+            "processors": self.processors,
             "price_per_hour": self.price_per_hour,
             "reserved_bytes": self.reserved,
             "memory_budget_bytes": self.memory_budget_bytes,

@@ -208,3 +208,54 @@ def test_plan_row_is_a_record() -> None:
         and {"reason", "loads_per_min", "cost_per_million", "memory_headroom_bytes"} <= fields
     )
     assert isinstance(INSTANCE_TYPES["ml.g5.xlarge"], InstanceType)
+
+
+def test_plan_capacity_fails_a_plan_whose_processors_are_past_full() -> None:
+    """100 models x 0.2 s per request at 400 requests/s is 80 CPU-seconds per second: two ml.c5.xlarge
+    (4 vCPUs each) cannot run it, whatever their memory; ten ml.c5.4xlarge (16 vCPUs each) can."""
+    model = ModelProfile("m.tar.gz", memory_bytes=2**20, cold_start_s=1.0, service_time_s=0.2, copies=100)
+    traffic = Traffic.uniform([model], rate=400, duration=60, seed=0)
+    plan = plan_capacity(
+        [model], traffic, instance_types=["ml.c5.xlarge", "ml.c5.4xlarge"], instance_counts=[2, 10], p99="2s"
+    )
+    small = next(row for row in plan.rows if row.instance_type == "ml.c5.xlarge" and row.instance_count == 2)
+    assert small.processors == 4
+    assert small.processor_utilization > 9  # 40 CPU-seconds per second on each 4-vCPU instance
+    assert not small.meets_targets and "processors" in small.reason and "of the 4 vCPUs" in small.reason
+    large = next(
+        row for row in plan.rows if row.instance_type == "ml.c5.4xlarge" and row.instance_count == 10
+    )
+    assert large.processors == 16 and large.processor_utilization < 0.7
+    assert large.meets_targets, large.reason
+    assert plan.best is not None and plan.best.instance_type == "ml.c5.4xlarge"
+    assert "processor_utilization" in plan.to_csv().splitlines()[0]
+    assert "CPU/GPU busy" in str(plan)
+
+
+def test_plan_capacity_says_when_the_traffic_is_too_short_for_its_compulsory_misses() -> None:
+    """200 models' first loads in ten minutes at 20 requests/s are 1.7 % of the requests: every p99 is a
+    cold start; at 1 % a p99 leaves out they matter no more after 200 / (0.01 x 20/s) = 1000 s."""
+    model = ModelProfile("m.tar.gz", memory_bytes=2**20, cold_start_s=5.0, service_time_s=0.01, copies=200)
+    traffic = Traffic.uniform([model], rate=20, duration=600, seed=0)
+    plan = plan_capacity([model], traffic, instance_types=["ml.c5.xlarge"], instance_counts=[1], p99="1s")
+    assert plan.best is None
+    assert len(plan.notes) == 1
+    note = plan.notes[0]
+    assert "200 models' first requests are compulsory misses" in note and "1.7%" in note
+    assert "after 17 min" in note  # 1000 s
+    assert f"note: {note}" in str(plan)
+    assert CapacityPlan.from_json(plan.to_json()).notes == plan.notes
+    longer = Traffic.uniform([model], rate=20, duration=3600, seed=0)
+    assert (
+        plan_capacity([model], longer, instance_types=["ml.c5.xlarge"], instance_counts=[1], p99="1s").notes
+        == ()
+    )
+
+
+def test_plan_capacity_says_when_compulsory_misses_cap_the_hit_ratio() -> None:
+    model = ModelProfile("m.tar.gz", memory_bytes=2**20, cold_start_s=5.0, service_time_s=0.01, copies=200)
+    traffic = Traffic.uniform([model], rate=20, duration=600, seed=0)
+    plan = plan_capacity(
+        [model], traffic, instance_types=["ml.c5.xlarge"], instance_counts=[1], min_hit_ratio=0.99
+    )
+    assert len(plan.notes) == 1 and "cap the hit ratio of this traffic at 0.98" in plan.notes[0]

@@ -200,3 +200,58 @@ def test_simulate_refuses_bad_input() -> None:
         simulate([model], Traffic.trace([(0.0, "m")]), "ml.nope")
     with pytest.raises(TypeError, match="traffic must be a Traffic"):
         simulate([model], [(0.0, "m")], _instance(1))  # type: ignore[arg-type]
+
+
+def _cpus(count: int, models_that_fit: int = 8) -> InstanceType:
+    """An instance of ``count`` vCPUs with room for ``models_that_fit`` 1 GiB models."""
+    return InstanceType(
+        "ml.test.cpus", memory_bytes=(models_that_fit + 1) * GiB, vcpus=count, reserved_bytes=GiB
+    )
+
+
+def test_simulate_executions_share_the_processors() -> None:
+    """Two models' executions of 1 s each, at once, on one vCPU: each runs at half speed and both end at
+    2 s (on four vCPUs they do not slow each other: 1 s each)."""
+    models = [_model("a", service_time_s=1.0), _model("b", service_time_s=1.0)]
+    traffic = Traffic.trace([(0.0, "a"), (0.0, "b")])
+    assert simulate(models, traffic, _cpus(1)).latency_s.tolist() == pytest.approx([2.0, 2.0])
+    assert simulate(models, traffic, _cpus(4)).latency_s.tolist() == pytest.approx([1.0, 1.0])
+
+
+def test_simulate_processor_sharing_ends_the_shorter_execution_first() -> None:
+    """1 s and 3 s of work at once on one vCPU: both at half speed until the short one ends at 2 s, then
+    the long one alone at full speed for its last 2 s: it ends at 4 s."""
+    models = [_model("short", service_time_s=1.0), _model("long", service_time_s=3.0)]
+    traffic = Traffic.trace([(0.0, "long"), (0.0, "short")])
+    result = simulate(models, traffic, _cpus(1))
+    assert result.latency_s.tolist() == pytest.approx([4.0, 2.0])
+    assert result.busy_s == pytest.approx((4.0,))
+
+
+def test_simulate_eight_executions_on_four_processors_take_twice_as_long() -> None:
+    models = [_model(f"m{k}", service_time_s=1.0) for k in range(8)]
+    traffic = Traffic.trace([(0.0, f"m{k}") for k in range(8)])
+    result = simulate(models, traffic, _cpus(4))
+    assert result.latency_s.tolist() == pytest.approx([2.0] * 8)
+
+
+def test_simulate_processor_utilization_is_the_busiest_instances_work_over_its_capacity() -> None:
+    models = [_model(f"m{k}", service_time_s=0.2) for k in range(4)]
+    traffic = Traffic.uniform(models, rate=10, duration=100, seed=0)  # 2 CPU-seconds per second
+    one = simulate(models, traffic, _cpus(4))
+    assert one.processors == 4
+    assert one.processor_utilization == pytest.approx(len(traffic) * 0.2 / (4 * traffic.duration))
+    assert 0.45 < one.processor_utilization < 0.55
+    overloaded = simulate(models, traffic, _cpus(1))
+    assert overloaded.processor_utilization > 1.9
+    assert overloaded.latency_percentile(99) > 10 * one.latency_percentile(99)  # queues without end
+
+
+def test_simulate_gpu_type_shares_its_gpu_not_its_vcpus() -> None:
+    gpu = InstanceType(
+        "ml.test.gpu", memory_bytes=16 * GiB, vcpus=8, gpus=1, gpu_memory_bytes=4 * GiB, reserved_bytes=GiB
+    )
+    models = [_model("a", service_time_s=1.0), _model("b", service_time_s=1.0)]
+    result = simulate(models, Traffic.trace([(0.0, "a"), (0.0, "b")]), gpu)
+    assert result.processors == 1
+    assert result.latency_s.tolist() == pytest.approx([2.0, 2.0])
