@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mme_triton.capacity._units import parse_duration, parse_size
+from mme_triton._units import parse_duration, parse_size
 
 if TYPE_CHECKING:
     from mme_triton.profile.report import CandidateResult, ProfileReport
@@ -183,10 +183,13 @@ class ModelProfile:
         What is carried over: ``memory_bytes``; ``cold_start_s`` = download + extract + load (the
         report's ``cold_start_s`` is the whole first request, its inference included: without the parts,
         the service time is taken off it); ``reload_s`` = the load alone (an unloaded model is loaded again
-        from the volume); ``unload_s``; ``service_time_s`` (the mean latency at the lowest stable
-        concurrency); ``instances``; ``max_batch_size`` when the candidate turns on dynamic batching (else
-        1: without Triton's dynamic batcher, requests are not merged). ``fields`` replace any of them
-        (``batch_item_s=``, ``max_batch_size=``, ...).
+        from the volume); ``unload_s``; ``service_time_s`` as the report took it
+        (:attr:`~mme_triton.profile.report.CandidateResult.service_time_s`: a level without queueing, or
+        Triton's compute time, never a queued level's latency); ``instances``; ``max_batch_size`` when the
+        candidate's config turns on dynamic batching — its own ``dynamic_batching {}`` or the candidate's
+        options — (else 1: without Triton's dynamic batcher, requests are not merged), with
+        ``batch_item_s`` from Triton's statistics of two levels of different batch sizes when the report
+        has them. ``fields`` replace any of them (``batch_item_s=``, ``max_batch_size=``, ...).
 
         Parameters:
             report: a :class:`~mme_triton.profile.report.ProfileReport`.
@@ -218,7 +221,9 @@ class ModelProfile:
             cold, reload = max(0.0, result.cold_start_s - (service or 0.0)), None
         else:
             cold = reload = None
-        batching = bool(result.candidate.options.get("dynamic_batching"))
+        batching = result.dynamic_batching
+        if batching is None:  # a report written before the config's own batching was recorded
+            batching = bool(result.candidate.options.get("dynamic_batching"))
         values: dict[str, Any] = {
             "memory_bytes": result.memory_bytes,
             "cold_start_s": cold,
@@ -229,6 +234,8 @@ class ModelProfile:
             "unload_s": result.unload_s or 0.0,
             "max_batch_size": max(1, result.max_batch_size or 1) if batching else 1,
         }
+        if batching and result.batch_item_s is not None:
+            values["batch_item_s"] = result.batch_item_s
         values.update(fields)
         missing = [key for key in ("memory_bytes", "cold_start_s", "service_time_s") if values[key] is None]
         if missing:

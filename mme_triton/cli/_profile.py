@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from mme_triton.cli._common import SubParsers, add_command, aws_session, emit, err
+from mme_triton.cli._errors import EXIT_FAILURE, EXIT_OK
 
 __all__ = ["concurrency_levels", "register"]
 
@@ -60,6 +62,32 @@ def _size(text: str) -> int:
     return parse_size(text)
 
 
+def _seconds(flag: str) -> Any:
+    def parse(text: str) -> float:
+        from mme_triton._units import parse_duration
+
+        try:
+            return parse_duration(text, flag)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
+
+
+def _fraction(text: str) -> float:
+    from mme_triton._units import parse_fraction
+
+    try:
+        value = parse_fraction(text, "--stability")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value <= 0 or value >= 1:
+        raise argparse.ArgumentTypeError(
+            f"--stability is a fraction in (0, 1), e.g. 0.1 or 10%; got {text!r}"
+        )
+    return value
+
+
 def _profile(args: argparse.Namespace) -> int:
     from mme_triton.model.authoring import read_config
     from mme_triton.profile.candidates import parse_grid
@@ -91,7 +119,7 @@ def _profile(args: argparse.Namespace) -> int:
         progress=not quiet,
         batch_size=args.batch_size,
         window=args.window,
-        stability=args.stability / 100.0,
+        stability=args.stability,
         max_trials=args.max_trials,
         warmup=args.warmup,
         keep=args.keep,
@@ -102,10 +130,8 @@ def _profile(args: argparse.Namespace) -> int:
     if args.plot is not None:
         report.plot(args.plot)
     applied = None
-    if args.apply:
-        best = report.best
-        if best is None:
-            raise ValueError(f"--apply: {report.reason}")
+    best = report.best
+    if args.apply and best is not None:
         applied = report.apply(best.model_dir)
         if not quiet:
             err(f"applied {best.name} to {applied}")
@@ -114,7 +140,10 @@ def _profile(args: argparse.Namespace) -> int:
     document = json.loads(report.to_json())
     document["applied"] = str(applied) if applied is not None else None
     emit(args, report.table, document)
-    return 0
+    if best is None:
+        err(f"error: {report.reason}" + (" (nothing applied)" if args.apply else ""))
+        return EXIT_FAILURE
+    return EXIT_OK
 
 
 def register(sub: SubParsers) -> None:
@@ -126,7 +155,9 @@ def register(sub: SubParsers) -> None:
         description=(
             "Measure config candidates of one or more model directories where they will run: on the "
             "embedded stack (default) through the MME route, on a live endpoint (--endpoint) or on a Triton "
-            "server (--triton-url). Prints a table (winner marked *); docs/profile.md explains the numbers."
+            "server (--triton-url). Prints a table (winner marked *); docs/profile.md explains the numbers. "
+            "Exit 0 when a candidate meets the limits, 1 when none does (the table is printed, the reason "
+            "on stderr) or when no candidate can be profiled."
         ),
         examples=[
             "mme-triton profile repo/resnet --grid max_batch_size=1,8 --grid instance_count=1,2 \\",
@@ -165,18 +196,37 @@ def register(sub: SubParsers) -> None:
     )
     choose = p.add_argument_group("choosing")
     choose.add_argument("--objective", choices=("throughput", "latency"), default="throughput")
-    choose.add_argument("--latency-budget", default=None, help="p99 limit, e.g. 50ms")
+    choose.add_argument(
+        "--latency-budget",
+        type=_seconds("--latency-budget"),
+        default=None,
+        help="p99 limit: seconds, or with a unit (50ms)",
+    )
     choose.add_argument("--min-throughput", type=float, default=None, help="inferences per second at least")
     choose.add_argument(
         "--max-memory", type=_size, default=None, help="memory once loaded at most, e.g. 1GiB"
     )
-    choose.add_argument("--max-cold-start", type=float, default=None, help="cold start at most, in seconds")
+    choose.add_argument(
+        "--max-cold-start",
+        type=_seconds("--max-cold-start"),
+        default=None,
+        help="cold start at most: seconds, or with a unit (5s)",
+    )
     choose.add_argument("--apply", action="store_true", help="write the winner's config into its MODEL_DIR")
     measure = p.add_argument_group("measurement")
-    measure.add_argument("--window", type=float, default=1.0, help="seconds per window at least (default 1)")
-    measure.add_argument("--stability", type=float, default=10.0, help="percent (default 10)")
+    measure.add_argument(
+        "--window", type=_seconds("--window"), default=1.0, help="seconds per window at least (default 1)"
+    )
+    measure.add_argument(
+        "--stability",
+        type=_fraction,
+        default=0.1,
+        help="a fraction, or a percentage with its sign: 0.1 or 10%% (default 0.1)",
+    )
     measure.add_argument("--max-trials", type=int, default=10, help="windows at most per level (default 10)")
-    measure.add_argument("--warmup", type=float, default=1.0, help="seconds not counted first (default 1)")
+    measure.add_argument(
+        "--warmup", type=_seconds("--warmup"), default=1.0, help="seconds not counted first (default 1)"
+    )
     measure.add_argument("--engine", choices=("builtin", "perf_analyzer"), default="builtin")
     measure.add_argument(
         "--perf-analyzer", default=None, help="the perf_analyzer binary (--engine perf_analyzer)"

@@ -29,7 +29,7 @@ _SHOWN = (
     ("p50 ms", "p50_ms", "{:.1f}"),
     ("p99 ms", "p99_ms", "{:.1f}"),
     ("err", "errors", "{}"),
-    ("stable", "stable", "{}"),
+    ("stable", "state", "{}"),
     ("batch", "server_batch_size", "{:.1f}"),
     ("cold s", "cold_start_s", "{:.2f}"),
     ("load s", "load_s", "{:.2f}"),
@@ -68,6 +68,9 @@ def rows(report: ProfileReport) -> list[dict[str, Any]]:
                     "requests": level.requests,
                     "errors": level.errors,
                     "stable": level.stable,
+                    "overloaded": level.overloaded,
+                    "offered_per_s": level.offered_per_s,
+                    "backlog": level.backlog,
                     "queue_ms": split.queue_ms if split else None,
                     "compute_input_ms": split.compute_input_ms if split else None,
                     "compute_infer_ms": split.compute_infer_ms if split else None,
@@ -108,6 +111,8 @@ def _ordered(report: ProfileReport) -> list[dict[str, Any]]:
         else:
             shown["load"] = row["status"]
         shown["memory_mib"] = row["memory_bytes"] / 2**20 if row["memory_bytes"] is not None else None
+        if row["stable"] is not None:
+            shown["state"] = "yes" if row["stable"] else "OVERLOAD" if row["overloaded"] else "NO"
         table.append(shown)
     return sorted(table, key=lambda row: order[row["candidate"]])
 
@@ -189,6 +194,7 @@ def to_json(report: ProfileReport, path: str | os.PathLike[str] | None) -> str:
 
 
 def _result(result: CandidateResult) -> dict[str, Any]:
+    figures = result.figures()  # the service time is derived from the levels again when read back
     return {
         "name": result.name,
         "options": {key: _encode(value) for key, value in result.candidate.options.items()},
@@ -197,7 +203,7 @@ def _result(result: CandidateResult) -> dict[str, Any]:
         "status": result.status,
         "problems": result.problems,
         "target_model": result.target_model,
-        **result.figures(),
+        **figures,
         "levels": [dataclasses.asdict(level) for level in result.levels],
     }
 
@@ -264,6 +270,7 @@ def from_json(source: str | os.PathLike[str]) -> ProfileReport:
                 levels=levels,
                 max_batch_size=item.get("max_batch_size"),
                 instances=item.get("instances"),
+                dynamic_batching=item.get("dynamic_batching"),
             )
         )
     return ProfileReport(

@@ -13,7 +13,9 @@ Three sources, one result (:class:`Request` objects, played round-robin by the l
   elements of 16 random letters.
 
 Random data and data files follow each candidate's own config, so a grid over ``max_batch_size`` is fed
-right; arrays are the caller's and are sent as they are.
+right; arrays are the caller's and are sent as they are. A model with ``max_batch_size: 0`` takes one row
+per request whatever ``batch_size`` says: each :class:`Request` carries the rows it really asks for, and a
+profile's throughput counts those.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MAX_DATA_FILE_BYTES", "Request", "build_requests", "input_arrays"]
+__all__ = ["MAX_DATA_FILE_BYTES", "Request", "build_requests", "input_arrays", "rows_of"]
 
 MAX_DATA_FILE_BYTES = 256 * 1024 * 1024
 """A perf_analyzer data file larger than this (256 MiB) is refused rather than read into memory."""
@@ -44,6 +46,9 @@ class Request:
     """``application/vnd.sagemaker-triton.binary+json;json-header-size=N``, as InvokeEndpoint takes it."""
     arrays: Mapping[str, Any]
     """The inputs it carries."""
+    rows: int = 1
+    """Inferences it asks for: the leading (batch) dimension of a batching model's inputs, 1 for a model
+    with ``max_batch_size: 0`` (its inputs have no batch dimension). Throughput counts these."""
 
     @property
     def json_header_size(self) -> int | None:
@@ -69,13 +74,30 @@ def build_requests(
         TypeError: ``inputs`` of another kind.
     """
     from mme_triton.client.codec import encode_request
+    from mme_triton.model.authoring import read_config
 
+    batching = read_config(model_dir).max_batch_size > 0
     requests: list[Request] = []
     samples = input_arrays(model_dir, inputs, batch_size=batch_size, shapes=shapes, seed=seed, count=count)
     for arrays in samples:
         body, content_type = encode_request(arrays, binary=True)
-        requests.append(Request(bytes(body), content_type, arrays))
+        requests.append(Request(bytes(body), content_type, arrays, rows_of(arrays) if batching else 1))
     return requests
+
+
+def rows_of(arrays: Mapping[str, Any]) -> int:
+    """The batch a batching model's request carries: its inputs' leading dimension (1 for scalars).
+
+    Raises:
+        ValueError: the inputs disagree on it (Triton refuses such a request).
+    """
+    leading = {int(array.shape[0]) if getattr(array, "ndim", 0) else 1 for array in arrays.values()}
+    if len(leading) > 1:
+        raise ValueError(
+            "the inputs of a request to a batching model share their first (batch) dimension; got "
+            + ", ".join(f"{name}: {tuple(getattr(a, 'shape', ()))}" for name, a in arrays.items())
+        )
+    return leading.pop() if leading else 1
 
 
 def input_arrays(

@@ -7,7 +7,10 @@ unload and the memory are measured as with the built-in generator; each load lev
 run with the same settings (``--measurement-mode count_windows``, the window, ``--stability-percentage``,
 ``--max-trials``), the same inputs (a ``--input-data`` file written with
 :func:`~mme_triton.model.perf_analyzer_data`) and ``-f`` CSV output. A level perf_analyzer could not
-stabilise is reported unstable.
+stabilise is reported unstable. A request rate perf_analyzer could not keep up with (it sent more than 1 %
+of the requests late: the target did not answer fast enough to free its contexts) is reported
+``overloaded``, without latencies, as the built-in engine reports one. Its percentiles are nearest-rank, the
+definition the built-in engine uses too (:mod:`mme_triton._stats`).
 
 Which binary: ``perf_analyzer=`` (a path), else ``$MME_TRITON_PERF_ANALYZER``, else ``perf_analyzer`` on
 ``PATH``. The ``perf-analyzer`` wheels (2.58 and later) need glibc >= 2.38; the perf_analyzer 2.51 inside the
@@ -44,6 +47,8 @@ _UNSTABLE = re.compile(r"Failed to obtain stable measurement")
 _REQUEST_COUNT = re.compile(r"Request count:\s*(\d+)")
 _AVG_LATENCY = re.compile(r"Avg latency:\s*(\d+)\s*usec")
 _BATCH_STATS = re.compile(r"Inference count:\s*(\d+)\s*\n\s*Execution count:\s*(\d+)")
+_DELAYED = re.compile(r"not able to keep up with the desired request rate\.\s*([\d.]+)% of the requests")
+_SEND_RATE = re.compile(r"Avg send request rate:\s*([\d.]+)")
 _OUTPUT_TAIL = 1500
 
 
@@ -182,6 +187,29 @@ def _level(
     if all(value is not None for value in parts.values()):
         inferences, executions = (int(batches.group(1)), int(batches.group(2))) if batches else (0, 0)
         server = ServerSplit(**parts, batch_size=inferences / executions if executions else float(batch_size))
+    delayed = _DELAYED.search(output) if request_rate is not None else None
+    if delayed is not None:
+        sent = _SEND_RATE.search(output)
+        return Level(
+            concurrency=concurrency,
+            request_rate=request_rate,
+            stable=False,
+            throughput_per_s=float(row["Inferences/Second"]),
+            p50_ms=None,
+            p90_ms=None,
+            p95_ms=None,
+            p99_ms=None,
+            mean_ms=None,
+            requests=int(count.group(1)) if count else 0,
+            errors=0,
+            server=server,
+            error=(
+                f"overloaded: perf_analyzer sent {delayed.group(1)}% of the requests late"
+                + (f" (it managed {float(sent.group(1)):.1f} of {request_rate:g} requests/s)" if sent else "")
+            ),
+            overloaded=True,
+            offered_per_s=request_rate,
+        )
     return Level(
         concurrency=concurrency,
         request_rate=request_rate,

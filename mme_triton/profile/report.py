@@ -44,6 +44,9 @@ COLUMNS = (
     "requests",
     "errors",
     "stable",
+    "overloaded",
+    "offered_per_s",
+    "backlog",
     "queue_ms",
     "compute_input_ms",
     "compute_infer_ms",
@@ -56,7 +59,9 @@ COLUMNS = (
     "unload_s",
     "memory_bytes",
     "service_time_s",
+    "service_time_source",
     "max_batch_size",
+    "dynamic_batching",
     "instances",
     "model_dir",
     "target_model",
@@ -119,15 +124,61 @@ class CandidateResult:
     """The candidate's ``max_batch_size`` (0: no batching)."""
     instances: int | None = None
     """How many model instances the candidate runs (its instance groups' counts; 1 without any)."""
+    dynamic_batching: bool | None = None
+    """Whether the candidate's config turns on Triton's dynamic batcher (its own, or the options')."""
 
     @property
     def service_time_s(self) -> float | None:
-        """Seconds one request takes with no queueing: the mean latency at the lowest stable concurrency."""
-        closed = [level for level in self.levels if level.concurrency is not None and level.stable]
-        if not closed:
+        """Seconds one request takes with no queueing (:attr:`service_time_source` says where it was taken):
+
+        1. the mean latency of the lowest stable closed-loop level whose concurrency is at most the
+           candidate's instance count (every request has a model instance of its own: nothing queues);
+        2. else Triton's own statistics of a stable level: compute input + infer + output of an execution,
+           without its queueing, at the level whose executions were the smallest batches;
+        3. else ``None`` — never the latency of a level where requests waited for each other.
+        """
+        return self._service()[0]
+
+    @property
+    def service_time_source(self) -> str | None:
+        """Where :attr:`service_time_s` comes from, in words (``None`` when there is none)."""
+        return self._service()[1]
+
+    def _service(self) -> tuple[float | None, str | None]:
+        instances = self.instances or 1
+        alone = [
+            level
+            for level in self.levels
+            if level.stable and level.concurrency is not None and level.concurrency <= instances
+        ]
+        if alone:
+            lowest = min(alone, key=lambda level: level.concurrency or 0)
+            if lowest.mean_ms is not None:
+                return lowest.mean_ms / 1000.0, f"mean latency at {lowest.load} ({instances} instance(s))"
+        split = [level for level in self.levels if level.stable and level.server is not None]
+        if split:
+            smallest = min(split, key=lambda level: level.server.batch_size if level.server else 0.0)
+            assert smallest.server is not None
+            return smallest.server.compute_ms / 1000.0, (
+                f"Triton's compute time at {smallest.load} (batches of {smallest.server.batch_size:.1f})"
+            )
+        return None, None
+
+    @property
+    def batch_item_s(self) -> float | None:
+        """Seconds each request beyond the first adds to an execution, from Triton's statistics of two
+        stable levels whose executions carried batches at least one request apart (``None`` otherwise, or
+        when the larger batch was not slower)."""
+        split = [level.server for level in self.levels if level.stable and level.server is not None]
+        if len(split) < 2:
             return None
-        lowest = min(closed, key=lambda level: level.concurrency or 0)
-        return lowest.mean_ms / 1000.0 if lowest.mean_ms is not None else None
+        small = min(split, key=lambda server: server.batch_size)
+        large = max(split, key=lambda server: server.batch_size)
+        apart = large.batch_size - small.batch_size
+        if apart < 1.0:
+            return None
+        slope = (large.compute_ms - small.compute_ms) / apart / 1000.0
+        return slope if slope > 0 else None
 
     def figures(self) -> dict[str, Any]:
         """The per-candidate measurements by column name (the CSV's, the JSON's, ``summary()``'s)."""
@@ -139,7 +190,9 @@ class CandidateResult:
             "unload_s": self.unload_s,
             "memory_bytes": self.memory_bytes,
             "service_time_s": self.service_time_s,
+            "service_time_source": self.service_time_source,
             "max_batch_size": self.max_batch_size,
+            "dynamic_batching": self.dynamic_batching,
             "instances": self.instances,
         }
 
@@ -345,7 +398,9 @@ class ProfileReport:
 
 def _level_failures(result: CandidateResult, level: Level, constraints: Constraints | None) -> list[str]:
     failures = []
-    if not level.stable:
+    if level.overloaded:
+        failures.append("overloaded")
+    elif not level.stable:
         failures.append("unstable")
     if level.errors:
         failures.append(f"{level.errors} errors")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import secrets
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -12,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mme_triton._units import parse_duration, parse_fraction
 from mme_triton.errors import MMETritonError, ProfileError
 from mme_triton.profile.candidates import Candidate, PreparedCandidate, prepare
 from mme_triton.profile.inputs import build_requests
@@ -19,7 +19,7 @@ from mme_triton.profile.load import Level, Measurement, measure
 from mme_triton.profile.report import CandidateResult, Constraints, Objective, ProfileReport
 from mme_triton.profile.targets import EndpointTarget, StackTarget, Target
 
-__all__ = ["DEFAULT_CONCURRENCY", "parse_duration_ms", "profile_model"]
+__all__ = ["DEFAULT_CONCURRENCY", "profile_model"]
 
 logger = logging.getLogger(__name__)
 
@@ -33,23 +33,6 @@ _NO_TRITON_PORT = (
     "engine='perf_analyzer' needs Triton's own HTTP port (it cannot drive InvokeEndpoint): use the default "
     "stack (started with it), a LocalStack(triton_ports=True), or triton_url="
 )
-_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(us|µs|ms|s)?\s*")
-
-
-def parse_duration_ms(value: float | str) -> float:
-    """Milliseconds from a number (milliseconds) or a text with a unit (``50ms``, ``0.2s``, ``800us``).
-
-    Example:
-        >>> parse_duration_ms("0.2s"), parse_duration_ms(50)
-        (200.0, 50.0)
-    """
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    match = _DURATION.fullmatch(str(value))
-    if match is None:
-        raise ValueError(f"a duration is milliseconds or text such as 50ms or 0.2s, got {value!r}")
-    scale = {"us": 0.001, "µs": 0.001, "ms": 1.0, None: 1.0, "s": 1000.0}[match.group(2)]
-    return float(match.group(1)) * scale
 
 
 def profile_model(
@@ -62,8 +45,8 @@ def profile_model(
     objective: Objective = "throughput",
     latency_budget: float | str | None = None,
     min_throughput: float | None = None,
-    max_memory: int | None = None,
-    max_cold_start: float | None = None,
+    max_memory: int | str | None = None,
+    max_cold_start: float | str | None = None,
     stack: Any = None,
     endpoint: str | None = None,
     triton_url: str | None = None,
@@ -71,11 +54,11 @@ def profile_model(
     progress: bool | Progress = True,
     batch_size: int = 1,
     shapes: Mapping[str, Sequence[int]] | None = None,
-    window: float = 1.0,
+    window: float | str = 1.0,
     window_requests: int = 20,
-    stability: float = 0.1,
+    stability: float | str = 0.1,
     max_trials: int = 10,
-    warmup: float = 1.0,
+    warmup: float | str = 1.0,
     max_in_flight: int = 64,
     instance_type: str = "ml.m5.xlarge",
     environment: Mapping[str, str] | None = None,
@@ -100,10 +83,12 @@ def profile_model(
         request_rate: open-loop levels, requests per second (Poisson arrivals); with the default
             ``concurrency``, only these are measured.
         inputs: ``{input: array}``, a list of them, or a perf_analyzer ``--input-data`` file; default: random
-            data that matches each candidate's config (``batch_size`` rows, ``shapes`` for variable dims).
+            data that matches each candidate's config (``batch_size`` rows for a batching model, one for a
+            model with ``max_batch_size: 0``; ``shapes`` for variable dims). Throughput counts the rows sent.
         objective: ``"throughput"`` (highest) or ``"latency"`` (lowest p99) among what meets the limits.
-        latency_budget: p99 limit, milliseconds or text (``"50ms"``); ``min_throughput`` (per second),
-            ``max_memory`` (bytes) and ``max_cold_start`` (seconds) are the other limits.
+        latency_budget: p99 limit: seconds, or text with a unit (``"50ms"``); ``min_throughput``
+            (inferences per second), ``max_memory`` (bytes, or ``"1GiB"``) and ``max_cold_start`` (seconds,
+            or ``"5s"``) are the other limits. Every bare number is seconds (docs/profile.md, "Units").
         stack: a running :class:`~mme_triton.local.LocalStack` to use; default: one started for the run
             (with Triton's ports open) and stopped after. With ``endpoint``: the stack that endpoint is on.
         endpoint: a live endpoint's name: candidates are uploaded under its ModelDataUrl (names of their
@@ -114,7 +99,8 @@ def profile_model(
             Triton's HTTP port, ``perf_analyzer=`` its path).
         progress: a progress bar (tqdm), ``False`` for none, or a callable ``(candidate, step)``.
         window, window_requests, stability, max_trials, warmup, max_in_flight: how each level is measured
-            (:class:`~mme_triton.profile.load.Measurement`).
+            (:class:`~mme_triton.profile.load.Measurement`); ``window`` and ``warmup`` in seconds (or
+            ``"500ms"``), ``stability`` a fraction (``0.1``, or ``"10%"``).
         instance_type, environment: the profile's endpoint on the stack (its Environment is the container's).
         boto3_session: for ``endpoint`` on AWS. ``workdir``: where scratch copies go. ``seed``: random data.
 
@@ -122,7 +108,9 @@ def profile_model(
         A :class:`ProfileReport`.
 
     Raises:
-        ProfileError: the target cannot be reached or set up, or perf_analyzer is missing or fails.
+        ProfileError: the target cannot be reached or set up, perf_analyzer is missing or fails, or no
+            candidate can be profiled (every one refused: the message names each one's problems; nothing
+            is started).
         ValueError, TypeError: bad arguments (no load levels, two targets, an unknown engine ...).
 
     Example::
@@ -143,20 +131,15 @@ def profile_model(
     if engine not in ("builtin", "perf_analyzer"):
         raise ValueError(f"engine is 'builtin' or 'perf_analyzer', got {engine!r}")
     settings = Measurement(
-        window=window,
+        window=parse_duration(window, "window"),
         window_requests=window_requests,
-        stability=stability,
+        stability=parse_fraction(stability, "stability"),
         max_trials=max_trials,
-        warmup=warmup,
+        warmup=parse_duration(warmup, "warmup"),
         max_in_flight=max_in_flight,
         seed=seed,
     )
-    constraints = Constraints(
-        latency_budget_ms=parse_duration_ms(latency_budget) if latency_budget is not None else None,
-        min_throughput=min_throughput,
-        max_memory=max_memory,
-        max_cold_start_s=max_cold_start,
-    )
+    constraints = _constraints(latency_budget, min_throughput, max_memory, max_cold_start)
     binary = None
     if engine == "perf_analyzer":
         from mme_triton.profile.perf_analyzer import find_perf_analyzer
@@ -172,6 +155,8 @@ def profile_model(
     with tempfile.TemporaryDirectory(prefix="mme-triton-profile-", dir=workdir) as scratch:
         prepared = prepare(directories, candidates, Path(scratch), local_stack=target.kind == "stack")
         valid = sum(1 for p in prepared if p.valid)
+        if not valid:
+            raise ProfileError(_nothing_to_profile(prepared))
         steps = _Steps(progress, valid * (len(levels) + 1))
         results: list[CandidateResult] = []
         try:
@@ -185,6 +170,40 @@ def profile_model(
             steps.close()
             target.close()
     return ProfileReport(results, objective, constraints, target.kind, engine)
+
+
+def _constraints(
+    latency_budget: float | str | None,
+    min_throughput: float | None,
+    max_memory: int | str | None,
+    max_cold_start: float | str | None,
+) -> Constraints:
+    from mme_triton._units import parse_size
+
+    if min_throughput is not None and (
+        isinstance(min_throughput, bool) or not isinstance(min_throughput, (int, float)) or min_throughput < 0
+    ):
+        raise ValueError(f"min_throughput is inferences per second >= 0, got {min_throughput!r}")
+    budget = parse_duration(latency_budget, "latency_budget") if latency_budget is not None else None
+    return Constraints(
+        latency_budget_ms=budget * 1000.0 if budget is not None else None,
+        min_throughput=min_throughput,
+        max_memory=parse_size(max_memory, "max_memory") if max_memory is not None else None,
+        max_cold_start_s=parse_duration(max_cold_start, "max_cold_start")
+        if max_cold_start is not None
+        else None,
+    )
+
+
+def _nothing_to_profile(prepared: Sequence[PreparedCandidate]) -> str:
+    """Every candidate refused: each one's problems, once."""
+    lines = []
+    for candidate in prepared:
+        problems = list(dict.fromkeys(candidate.problems)) or ["refused"]
+        lines.append(f"  {candidate.name}: " + "; ".join(problems[:5]))
+        if len(problems) > 5:
+            lines[-1] += f" (and {len(problems) - 5} more)"
+    return "no candidate can be profiled, every one is refused:\n" + "\n".join(lines)
 
 
 def _directories(value: Any) -> list[Path]:
@@ -278,7 +297,7 @@ def _profile_one(target: Target, prepared: PreparedCandidate, index: int, plan: 
         logger.warning("candidate %s is refused: %s", prepared.name, "; ".join(prepared.problems))
         return result
     assert prepared.model_dir is not None
-    result.max_batch_size, result.instances = _shape(prepared.model_dir)
+    result.max_batch_size, result.instances, result.dynamic_batching = _shape(prepared.model_dir)
     steps = plan.steps
     remaining = len(plan.levels) + 1
     deployed = None
@@ -286,6 +305,12 @@ def _profile_one(target: Target, prepared: PreparedCandidate, index: int, plan: 
         requests = build_requests(
             prepared.model_dir, plan.inputs, batch_size=plan.batch_size, shapes=plan.shapes, seed=plan.seed
         )
+        if plan.batch_size > 1 and not result.max_batch_size and plan.inputs is None:
+            logger.info(
+                "candidate %s does not batch (max_batch_size 0): its requests carry one row, not %d",
+                prepared.name,
+                plan.batch_size,
+            )
         steps.start(prepared.name, "deploy")
         deployed = target.deploy(prepared, index)
         result.target_model = deployed.name
@@ -339,7 +364,6 @@ def _measure_level(
             concurrency=concurrency,
             request_rate=rate,
             settings=plan.settings,
-            batch_size=plan.batch_size,
             stats=target.stats(deployed),
         )
     where = target.triton_http(deployed)
@@ -356,16 +380,18 @@ def _measure_level(
         concurrency=concurrency,
         request_rate=rate,
         settings=plan.settings,
-        batch_size=plan.batch_size,
+        batch_size=requests[0].rows,
     )
 
 
-def _shape(model_dir: Path) -> tuple[int, int]:
-    """The model's ``max_batch_size`` and how many instances it runs (1 when it names none)."""
+def _shape(model_dir: Path) -> tuple[int, int, bool]:
+    """The model's ``max_batch_size``, how many instances it runs (1 when it names none) and whether its
+    config turns on Triton's dynamic batcher."""
     from mme_triton.model.authoring import read_config
 
     config = read_config(model_dir)
-    return int(config.max_batch_size), sum(int(group.count) for group in config.instance_group) or 1
+    instances = sum(int(group.count) for group in config.instance_group) or 1
+    return int(config.max_batch_size), instances, config.HasField("dynamic_batching")
 
 
 def _failed(result: CandidateResult, message: str) -> CandidateResult:

@@ -9,7 +9,7 @@ import pytest
 
 from mme_triton import Candidate, ProfileReport
 from mme_triton.capacity.profile import MAX_COPIES, ModelProfile, copy_name
-from mme_triton.profile.load import Level
+from mme_triton.profile.load import Level, ServerSplit
 from mme_triton.profile.report import CandidateResult
 
 MiB = 1024**2
@@ -248,3 +248,70 @@ def test_model_profile_from_report_refuses_what_was_not_measured() -> None:
     with pytest.raises(ValueError, match="no memory_bytes; give memory_bytes="):
         ModelProfile.from_report(no_memory)
     assert ModelProfile.from_report(no_memory, memory_bytes=MiB).memory_bytes == MiB
+
+
+def _queued(concurrency: int, mean_ms: float, compute_ms: float, batch: float) -> Level:
+    """A stable closed-loop level at ``concurrency`` whose requests waited for each other: the mean latency
+    carries the queue, Triton's statistics say what one execution took."""
+    split = ServerSplit(mean_ms - compute_ms, 0.1, compute_ms - 0.2, 0.1, batch)
+    return Level(
+        concurrency, None, True, 50.0, mean_ms, mean_ms, mean_ms, mean_ms, mean_ms, 200, 0, server=split
+    )
+
+
+def _one_instance(levels: list[Level], **fields: object) -> CandidateResult:
+    result = _measured("one", mean_ms=1.0, throughput=1.0)
+    result.levels, result.instances = levels, 1
+    for key, value in fields.items():
+        setattr(result, key, value)
+    return result
+
+
+def test_model_profile_service_time_is_never_a_queued_levels_latency() -> None:
+    """A 20 ms model with one instance, profiled at concurrency 4 only: its mean latency is about 80 ms
+    (each request waits for three others); the service time is Triton's compute time, 20 ms."""
+    result = _one_instance([_queued(4, mean_ms=82.0, compute_ms=20.0, batch=1.0)])
+    assert result.service_time_s == pytest.approx(0.020)
+    assert (
+        result.service_time_source is not None
+        and "Triton's compute time at c=4" in result.service_time_source
+    )
+    profile = ModelProfile.from_report(ProfileReport([result]), result)
+    assert profile.service_time_s == pytest.approx(0.020)
+
+
+def test_model_profile_service_time_prefers_a_level_within_the_instance_count() -> None:
+    alone = Level(1, None, True, 45.0, 21.0, 21.0, 21.0, 22.0, 21.5, 200, 0)
+    result = _one_instance([_queued(4, mean_ms=82.0, compute_ms=20.0, batch=1.0), alone])
+    assert result.service_time_s == pytest.approx(0.0215)
+    assert result.service_time_source == "mean latency at c=1 (1 instance(s))"
+    two = _one_instance([_queued(2, mean_ms=22.0, compute_ms=20.0, batch=1.0)], instances=2)
+    assert two.service_time_s == pytest.approx(0.022)  # two clients, two instances: nothing queued
+
+
+def test_model_profile_without_an_unqueued_measure_asks_for_the_service_time() -> None:
+    queued = Level(4, None, True, 50.0, 80.0, 80.0, 80.0, 81.0, 80.0, 200, 0)  # no Triton statistics
+    result = _one_instance([queued])
+    assert result.service_time_s is None and result.service_time_source is None
+    with pytest.raises(ValueError, match="no service_time_s; give service_time_s="):
+        ModelProfile.from_report(ProfileReport([result]), result)
+
+
+def test_model_profile_keeps_the_models_own_dynamic_batching() -> None:
+    """Profiled as it is (no options), a config with dynamic_batching {} and max_batch_size 8 batches."""
+    result = _one_instance([_queued(1, mean_ms=21.0, compute_ms=20.0, batch=1.0)], dynamic_batching=True)
+    assert result.candidate.options == {}
+    profile = ModelProfile.from_report(ProfileReport([result]), result)
+    assert profile.max_batch_size == 8
+    plain = _one_instance([_queued(1, mean_ms=21.0, compute_ms=20.0, batch=1.0)], dynamic_batching=False)
+    assert ModelProfile.from_report(ProfileReport([plain]), plain).max_batch_size == 1
+
+
+def test_model_profile_batch_item_time_from_two_batch_sizes() -> None:
+    small = _queued(1, mean_ms=21.0, compute_ms=20.0, batch=1.0)
+    large = _queued(8, mean_ms=60.0, compute_ms=34.0, batch=4.5)
+    result = _one_instance([small, large], dynamic_batching=True)
+    assert result.batch_item_s == pytest.approx(0.004)  # (34 - 20) ms over 3.5 more requests
+    profile = ModelProfile.from_report(ProfileReport([result]), result)
+    assert profile.batch_item_s == pytest.approx(0.004) and profile.max_batch_size == 8
+    assert profile.batch_time_s(8) == pytest.approx(profile.service_time_s + 7 * 0.004)

@@ -38,8 +38,11 @@ def test_cli_profile_concurrency_levels_refuse_what_they_cannot_read(text: str) 
         (["--grid", "max_batch_size"], "--grid takes OPTION=VALUE"),
         (["--request-rate", "fast"], "--request-rate takes rates per second"),
         (["--endpoint", "a", "--triton-url", "http://b"], "not allowed with argument"),
+        (["--stability", "150"], "--stability is a fraction between 0 and 1"),
+        (["--stability", "150%"], "--stability is a fraction between 0 and 1"),
+        (["--latency-budget", "soon"], "--latency-budget: not a duration"),
     ],
-    ids=["concurrency", "grid", "rate", "two-targets"],
+    ids=["concurrency", "grid", "rate", "two-targets", "stability", "stability-percent", "budget"],
 )
 def test_cli_profile_usage_errors_exit_2(
     tmp_path: Path, argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
@@ -59,7 +62,7 @@ def test_cli_profile_runs_on_its_own_stack_writes_files_and_applies(
 ) -> None:
     model = write_sleepy(tmp_path / "repository")
     argv = ["profile", str(model), "--grid", "instance_count=1,2", "--concurrency", "4", "--window", "0.4"]
-    argv += ["--stability", "25", "--warmup", "0.3", "--csv", str(tmp_path / "p.csv")]
+    argv += ["--stability", "25%", "--warmup", "0.3", "--csv", str(tmp_path / "p.csv")]
     argv += ["--plot", str(tmp_path / "p.png"), "--apply", "--json"]
 
     assert main(argv) == 0
@@ -74,3 +77,34 @@ def test_cli_profile_runs_on_its_own_stack_writes_files_and_applies(
     assert float(rows[0]["p50_ms"]) >= SLEEP_S * 1000
     assert (tmp_path / "p.png").stat().st_size > 0
     assert "count: 2" in (model / "config.pbtxt").read_text()  # the winner's two instances
+
+
+def test_cli_profile_of_an_invalid_model_exits_1_without_starting_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = write_sleepy(tmp_path / "repository")
+    (model / "1" / "model.py").unlink()
+    assert main(["profile", str(model), "--grid", "max_batch_size=1,8"]) == 1
+    err = capsys.readouterr().err
+    assert "no candidate can be profiled" in err
+    assert err.count("max_batch=1: ") == 1 and err.count("max_batch=8: ") == 1
+
+
+@pytest.mark.triton
+@pytest.mark.moto
+def test_cli_profile_exits_1_when_no_candidate_meets_the_limits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same rule as plan-capacity's: the table is printed, the reason goes to stderr, exit 1, and
+    --apply writes nothing."""
+    model = write_sleepy(tmp_path / "repository")
+    before = (model / "config.pbtxt").read_text()
+    argv = ["profile", str(model), "--concurrency", "1", "--window", "0.3", "--warmup", "0.2"]
+    argv += ["--stability", "0.5", "--latency-budget", "1ms", "--apply"]
+
+    assert main(argv) == 1
+
+    out, err = capsys.readouterr()
+    assert "c=1" in out and "best: no candidate qualifies" in out
+    assert "error: no candidate qualifies" in err and "p99" in err and "> 1 ms" in err
+    assert (model / "config.pbtxt").read_text() == before

@@ -7,10 +7,13 @@ takes), so no timing is asserted.
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from mme_triton.profile.inputs import Request
-from mme_triton.profile.load import Level, Measurement, Window, _stable, measure
+from mme_triton.profile.load import Level, Measurement, Window, _Levels, _Run, _stable, measure
 
 REQUESTS = [Request(b"{}", "application/json", {})]
 QUICK = Measurement(window=0.05, window_requests=1, warmup=0.0, max_trials=5)
@@ -24,16 +27,26 @@ def _windows(*pairs: tuple[float, float | None]) -> list[Window]:
     ("pairs", "tolerance", "stable"),
     [
         ([(100, 10), (100, 10), (100, 10)], 0.1, True),
-        ([(95, 10), (100, 10.5), (105, 9.6)], 0.1, True),
-        ([(80, 10), (100, 10), (120, 10)], 0.1, False),  # throughput 20 % from the average
-        ([(100, 8), (100, 10), (100, 12)], 0.1, False),  # latency 20 % from the average
-        ([(80, 10), (100, 10), (120, 10)], 0.25, True),
+        ([(96, 10), (100, 10.5), (105, 9.6)], 0.1, True),  # 105/96 = 1.094, 10.5/9.6 = 1.094
+        ([(90, 10), (100, 10), (110, 10)], 0.1, False),  # each within 10 % of the mean, but 110/90 = 1.22
+        ([(100, 9), (100, 10), (100, 11)], 0.1, False),  # 11/9 = 1.22
+        ([(90, 10), (100, 10), (110, 10)], 0.25, True),  # 1.22 <= 1.25
+        ([(80, 10), (100, 10), (120, 10)], 0.25, False),  # 1.5 > 1.25, though within 25 % of the mean
         ([(0, None), (0, None), (0, None)], 0.1, False),  # nothing answered
         ([(100, 10), (100, None), (100, 10)], 0.1, False),
     ],
-    ids=["equal", "within", "throughput-off", "latency-off", "wider-tolerance", "nothing", "a-gap"],
+    ids=[
+        "equal",
+        "within",
+        "throughput-max-over-min",
+        "latency-max-over-min",
+        "wider-tolerance",
+        "mean-band-is-not-the-rule",
+        "nothing",
+        "a-gap",
+    ],
 )
-def test_stability_rule_is_perf_analyzers(
+def test_stability_rule_is_perf_analyzers_max_over_min(
     pairs: list[tuple[float, float | None]], tolerance: float, stable: bool
 ) -> None:
     assert _stable(_windows(*pairs), tolerance) is stable
@@ -118,3 +131,73 @@ def test_level_load_reads_as_the_table_shows_it() -> None:
     closed = Level(4, None, False, None, None, None, None, None, None, 0, 0)
     opened = Level(None, 12.5, False, None, None, None, None, None, None, 0, 0)
     assert (closed.load, opened.load) == ("c=4", "12.5/s")
+
+
+# -- against a server whose capacity is known by construction -------------------------------------------
+
+
+class OneAtATime:
+    """A server with one model instance that takes SERVICE_S per request, whatever it carries: it answers
+    at most 1 / SERVICE_S requests per second, and a request queues while another is served."""
+
+    SERVICE_S = 0.02
+    lock = threading.Lock()
+
+    def send(self, request: Request) -> str | None:
+        with OneAtATime.lock:
+            time.sleep(self.SERVICE_S)
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+CAPACITY = 1 / OneAtATime.SERVICE_S
+STEADY = Measurement(window=0.5, window_requests=10, warmup=0.2, stability=0.5, max_trials=12)
+
+
+@pytest.mark.parametrize("rows", [1, 4], ids=["one-row", "four-rows"])
+def test_measure_throughput_counts_the_rows_each_request_carries(rows: int) -> None:
+    requests = [Request(b"{}", "application/json", {}, rows=rows)]
+    level = measure(OneAtATime, requests, concurrency=2, settings=STEADY)
+    assert level.stable and level.throughput_per_s is not None
+    # the server answers at most CAPACITY requests per second: throughput is their rows
+    assert level.throughput_per_s <= 1.1 * rows * CAPACITY
+    assert level.throughput_per_s >= 0.5 * rows * CAPACITY
+
+
+def test_measure_open_loop_past_capacity_is_overloaded_without_latencies() -> None:
+    level = measure(OneAtATime, REQUESTS, request_rate=2 * CAPACITY, settings=STEADY)
+    assert level.overloaded and not level.stable and level.state == "overloaded"
+    assert (level.p50_ms, level.p99_ms, level.mean_ms) == (None, None, None)
+    assert level.throughput_per_s is not None and level.throughput_per_s <= 1.1 * CAPACITY
+    assert level.offered_per_s is not None and level.offered_per_s > 1.4 * CAPACITY
+    assert level.backlog is not None and level.backlog > 0
+    assert level.error is not None and level.error.startswith("overloaded")
+    assert level.windows[-1].backlog is not None and level.windows[-1].backlog > level.windows[-3].backlog
+
+
+def test_measure_open_loop_within_capacity_is_stable_and_serves_the_rate() -> None:
+    rate = 0.3 * CAPACITY
+    level = measure(OneAtATime, REQUESTS, request_rate=rate, settings=STEADY)
+    assert level.stable and not level.overloaded, level
+    assert level.throughput_per_s == pytest.approx(rate, rel=0.5)
+    assert level.p50_ms is not None and level.p50_ms >= 0.9 * OneAtATime.SERVICE_S * 1000
+    assert level.offered_per_s is not None and level.backlog is not None
+
+
+def test_measure_percentiles_are_perf_analyzers_nearest_rank() -> None:
+    """A stable level's p50/p90/p99 over 3 windows of known latencies: perf_analyzer's nearest rank (the
+    element at int(q/100 * (n-1) + 0.5)), never an interpolation between two measured latencies."""
+    latencies = [0.010, 0.020, 0.030, 0.040] * 3  # 12 requests, 3 windows of 4
+    run = _Run(records=[(float(i), latency, None, 1) for i, latency in enumerate(latencies)])
+    levels = _Levels(run, 1, QUICK, 1, None, None, None)
+    levels.chunks = [run.records[0:4], run.records[4:8], run.records[8:12]]
+    levels.windows = [Window(1.0, 4, 0, 4.0, 25.0)] * 3
+    levels.snapshots = [None] * 4
+    level = levels._stable_level(None)
+    ordered = sorted(latency * 1000 for latency in latencies)
+    assert level.p50_ms == pytest.approx(ordered[int(0.5 * 11 + 0.5)])  # 30 ms; interpolating: 25 ms
+    assert level.p90_ms == pytest.approx(ordered[int(0.9 * 11 + 0.5)])  # 40 ms; interpolating: 40 ms
+    assert level.p95_ms == pytest.approx(40.0)
+    assert level.mean_ms == pytest.approx(25.0)
