@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mme_triton._stats import percentile
 from mme_triton.capacity.profile import ModelProfile
 from mme_triton.capacity.simulate import SimulationResult, simulate
 from mme_triton.capacity.traffic import Traffic
@@ -45,9 +46,8 @@ def budget(
     if count is not None:
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ValueError(f"max_models must be an integer >= 1, got {count!r}")
-        # A count limit: every model weighs 1, the budget is the count.
-        unit = InstanceType(f"{kind.name} (max_models={count})", memory_bytes=count, vcpus=kind.vcpus,
-                            reserved_bytes=0)  # fmt: skip
+        # A count limit: every model weighs 1, the budget is the count (the processors stay the type's).
+        unit = _with_budget(kind, f"{kind.name} (max_models={count})", count)
         weights = [dataclasses.replace(profile, memory_bytes=1) for profile in profiles]
         held = _models_held(kind, profiles)
         if held != count:
@@ -71,9 +71,15 @@ def budget(
             notes.append(
                 f"the endpoint's memory budget is not the plan's ({planned}): the prediction is for it"
             )
-        kind = InstanceType(f"{kind.name} (budget {budget / 2**20:,.0f} MiB)", memory_bytes=budget,
-                            vcpus=kind.vcpus, reserved_bytes=0)  # fmt: skip
+        kind = _with_budget(kind, f"{kind.name} (budget {budget / 2**20:,.0f} MiB)", budget)
     return kind, profiles, f"{budget / 2**20:,.0f} MiB for models", notes
+
+
+def _with_budget(kind: InstanceType, name: str, budget: int) -> InstanceType:
+    """``kind`` with ``budget`` for models and nothing reserved; its vCPUs and GPUs (its processors) kept."""
+    if kind.is_gpu:
+        return dataclasses.replace(kind, name=name, gpu_memory_bytes=budget, reserved_bytes=0)
+    return dataclasses.replace(kind, name=name, memory_bytes=budget, reserved_bytes=0)
 
 
 def _models_held(kind: InstanceType, profiles: Sequence[ModelProfile]) -> int:
@@ -94,12 +100,11 @@ def _half_machine_memory() -> int | None:
 
 
 def summary(result: SimulationResult) -> dict[str, Any]:
-    import numpy as np
 
     summary = result.summary()
     served = result.error == 0
     model = (result.latency_s - result.load_wait_s)[served]
-    summary["model_latency_p99_s"] = float(np.percentile(model, 99)) if model.size else None
+    summary["model_latency_p99_s"] = percentile(model, 99) if model.size else None
     return summary
 
 
@@ -110,16 +115,26 @@ def serve(
     kind: InstanceType,
     *,
     closed: bool,
+    warm: Sequence[str] = (),
 ) -> SimulationResult:
     """Simulate requests at ``scheduled`` times; ``closed``: from one client that sends each request once
-    the one before is answered (a request goes at its time, or when the one before comes back if later).
+    the one before is answered (a request goes at its time, or when the one before comes back if later);
+    ``warm``: models loaded one after the other before the first request (one request each, left out of
+    the result, its loads and unloads too).
 
     The simulation is open (arrivals do not wait for answers), so the closed client is found by
     iteration: simulate, move each request to after the predicted answer of the one before, again until
     no time moves (each round settles at least one more request; a few rounds in practice)."""
+    by_name = {name: profile for profile in profiles for name in profile.names()}
+    gap = 1.0 + max((by_name[name].cold_start_s + by_name[name].unload_s for name in warm), default=0.0)
+    lead = [(index * gap, name) for index, name in enumerate(warm)]
+    offset = len(lead) * gap + (gap if lead else 0.0)
+    before = _warm_counts(profiles, lead, kind) if lead else (0, 0, 0)
     times = list(scheduled)
+    result: SimulationResult | None = None
     for _ in range(len(times)):
-        result = simulate(profiles, Traffic.trace(list(zip(times, targets, strict=True))), kind, 1)
+        rows = lead + [(offset + t, name) for t, name in zip(times, targets, strict=True)]
+        result = _after(simulate(profiles, Traffic.trace(rows), kind, 1), len(lead), before)
         if not closed:
             return result
         latency = result.latency_s.tolist()
@@ -129,7 +144,34 @@ def serve(
         if all(abs(a - b) < 1e-9 for a, b in zip(moved, times, strict=True)):
             return result
         times = moved
+    assert result is not None
     return result
+
+
+def _warm_counts(
+    profiles: list[ModelProfile], lead: list[tuple[float, str]], kind: InstanceType
+) -> tuple[int, int, int]:
+    """Loads, downloads and unloads of the warm-up alone."""
+    alone = simulate(profiles, Traffic.trace(lead), kind, 1)
+    return alone.loads, alone.downloads, alone.unloads
+
+
+def _after(result: SimulationResult, skip: int, before: tuple[int, int, int]) -> SimulationResult:
+    """``result`` without its first ``skip`` requests and the loads, downloads and unloads they made."""
+    if not skip:
+        return result
+    loads, downloads, unloads = before
+    return dataclasses.replace(
+        result,
+        latency_s=result.latency_s[skip:],
+        load_wait_s=result.load_wait_s[skip:],
+        hit=result.hit[skip:],
+        error=result.error[skip:],
+        instance=result.instance[skip:],
+        loads=result.loads - loads,
+        downloads=result.downloads - downloads,
+        unloads=result.unloads - unloads,
+    )
 
 
 def _service_s(measured: Mapping[str, Any]) -> float | None:
@@ -143,13 +185,18 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values)
 
 
-def calibrated(profiles: list[ModelProfile], measured: Mapping[str, Any]) -> list[ModelProfile] | None:
+def calibrated(
+    profiles: list[ModelProfile], measured: Mapping[str, Any], *, service: bool = True
+) -> list[ModelProfile] | None:
     """The profiles with their times scaled so their means match the endpoint's: ModelLoadingTime's
     mean for a load from the volume (with ModelDownloadingTime's for a first one), ModelUnloadingTime's
-    for an unload, ModelLatency's median for an execution."""
-    load, service = measured.get("load_mean_s"), _service_s(measured)
+    for an unload, and — with ``service``, for requests sent one at a time — ModelLatency's median for an
+    execution (with requests in flight together it holds their queueing and their share of the
+    processors, which the prediction adds itself)."""
+    load = measured.get("load_mean_s")
+    service_s = _service_s(measured) if service else None
     unload = measured.get("unload_mean_s")
-    if load is None and service is None:
+    if load is None and service_s is None and unload is None:
         return None
     download = measured.get("download_mean_s") or 0.0
     reload_mean = _mean([p.reload_time_s for p in profiles])
@@ -164,19 +211,22 @@ def calibrated(profiles: list[ModelProfile], measured: Mapping[str, Any]) -> lis
                 changes["cold_start_s"] = profile.cold_start_s * (load + download) / cold_mean
         if unload is not None:
             changes["unload_s"] = float(unload)
-        if service is not None and service_mean > 0:
-            changes["service_time_s"] = profile.service_time_s * service / service_mean
+        if service_s is not None and service_mean > 0:
+            changes["service_time_s"] = profile.service_time_s * service_s / service_mean
         calibrated.append(dataclasses.replace(profile, **changes))
     return calibrated
 
 
-def timing_notes(profiles: list[ModelProfile], measured: Mapping[str, Any]) -> list[str]:
+def timing_notes(
+    profiles: list[ModelProfile], measured: Mapping[str, Any], *, service: bool = True
+) -> list[str]:
     notes = []
     pairs = [
         ("load", measured.get("load_mean_s"), _mean([p.reload_time_s for p in profiles])),
         ("unload", measured.get("unload_mean_s"), _mean([p.unload_s for p in profiles])),
-        ("service", _service_s(measured), _mean([p.service_time_s for p in profiles])),
     ]
+    if service:
+        pairs.append(("service", _service_s(measured), _mean([p.service_time_s for p in profiles])))
     for what, seen, assumed in pairs:
         if seen is None or seen < _TIMING_FLOOR_S:
             continue

@@ -44,10 +44,24 @@ class Replay:
     metrics: dict[str, Any]
     """The endpoint's ``EndpointMetrics.summary()`` over the replay."""
 
-    def percentile(self, q: float) -> float | None:
-        import numpy as np
+    @property
+    def in_flight_max(self) -> int:
+        """The most requests that were in flight together (sent and not yet answered)."""
+        events = sorted(
+            [(sent, 1) for sent in self.sent_s]
+            + [(sent + took, -1) for sent, took in zip(self.sent_s, self.latency_s, strict=True)]
+        )
+        most = now = 0
+        for _, step in events:
+            now += step
+            most = max(most, now)
+        return most
 
-        return float(np.percentile(self.latency_s, q)) if self.latency_s else None
+    def percentile(self, q: float) -> float | None:
+        """The ``q``-th percentile of the client's latencies, nearest-rank (:mod:`mme_triton._stats`)."""
+        from mme_triton._stats import percentile
+
+        return percentile(self.latency_s, q) if self.latency_s else None
 
 
 def _session(
@@ -100,11 +114,13 @@ def replay(
     endpoint_name: str,
     time_scale: float,
     concurrency: int,
+    warm: Sequence[str] = (),
     metrics_period: int | None,
     metrics_timeout: float,
     keep: bool,
 ) -> Replay:
-    """Deploy, send ``rows`` (``(time_s, TargetModel)``), read the metrics, tear down."""
+    """Deploy, load the ``warm`` models (one request each, not counted), send ``rows`` (``(time_s,
+    TargetModel)``), read the metrics, tear down."""
     from mme_triton.client.client import MMEClient
     from mme_triton.endpoint.deploy import deploy_mme
     from mme_triton.endpoint.teardown import teardown
@@ -126,6 +142,8 @@ def replay(
         latency = [0.0] * count
         errors: list[str | None] = [None] * count
         origin = rows[0][0]
+        if warm:
+            _warm(client, warm, {name: inputs[str(sources[name])] for name in warm}, period)
         started_wall = datetime.now(timezone.utc)
         started = time.monotonic()
         slots = threading.Semaphore(concurrency)
@@ -159,6 +177,24 @@ def replay(
         endpoint_name, sent, [name for _, name in rows], latency, len(failures),
         failures[0] if failures else None, summary,
     )  # fmt: skip
+
+
+def _warm(client: Any, names: Sequence[str], inputs: Mapping[str, Any], period: int) -> None:
+    """Load each model with one request, one after the other; then let two metric periods pass, so the
+    replay's metrics (read from a period before it starts) count none of these."""
+    from mme_triton.errors import ModelNotReadyError
+
+    for name in names:
+        for _ in range(10):  # a load past the 60 s an invocation waits goes on: ask again
+            try:
+                client.infer(name, inputs[name])
+                break
+            except ModelNotReadyError:
+                continue
+    logger.info(
+        "warmed %d models; waiting %d s for the metrics to count only the replay", len(names), 2 * period
+    )
+    time.sleep(2 * period + 0.1)
 
 
 def _metrics(

@@ -167,6 +167,7 @@ class CapacityPlan:
         requests: the :class:`Traffic` itself, for :meth:`validate` (``None`` for a plan read from JSON).
         notes: what the reader should know of the traffic itself: compulsory misses too many for the
             targets, and how long a traffic would have to be for them to matter no more.
+        instance_types: the types compared (a custom :class:`InstanceType` too), by name.
     """
 
     rows: tuple[PlanRow, ...]
@@ -176,6 +177,12 @@ class CapacityPlan:
     seed: int = 0
     requests: Traffic | None = dataclasses.field(default=None, repr=False)
     notes: tuple[str, ...] = ()
+    instance_types: dict[str, InstanceType] = dataclasses.field(default_factory=dict, repr=False)
+
+    def instance_type(self, name: str) -> InstanceType:
+        """The type of a row, by name: one the plan compared, else from the table of SageMaker's types."""
+        found = self.instance_types.get(name)
+        return found if found is not None else as_instance_type(name)
 
     def _meeting(self) -> list[PlanRow]:
         return [row for row in self.rows if row.meets_targets]
@@ -213,6 +220,7 @@ class CapacityPlan:
             "models": [dict(model) for model in self.models],
             "seed": self.seed,
             "notes": list(self.notes),
+            "instance_types": [kind.to_dict() for kind in self.instance_types.values()],
             "best": None
             if best is None
             else {
@@ -252,6 +260,9 @@ class CapacityPlan:
                 tuple(data["models"]),
                 int(data["seed"]),
                 notes=tuple(data.get("notes", ())),
+                instance_types={
+                    kind["name"]: InstanceType.from_dict(kind) for kind in data.get("instance_types", ())
+                },
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"not a capacity plan's JSON: {exc}") from None
@@ -453,6 +464,7 @@ def plan_capacity(
         seed,
         traffic,
         notes=tuple(compulsory_notes(traffic, targets)),
+        instance_types={kind.name: kind for kind in kinds},
     )
 
 

@@ -96,6 +96,7 @@ class Validation:
         endpoint_name: the endpoint the requests went to.
         requests: requests sent; ``failed``: those that got an error.
         time_scale: the factor the request times were multiplied by.
+        in_flight_max: the most requests that were in flight together.
         budget: the memory budget the prediction assumed, in words.
         comparisons: the figures.
         predicted, calibrated, measured: the simulation's summary, the calibrated one, the endpoint's
@@ -116,6 +117,7 @@ class Validation:
     calibrated: dict[str, Any] | None
     measured: dict[str, Any]
     notes: tuple[str, ...] = ()
+    in_flight_max: int = 1
 
     def __getitem__(self, figure: str) -> Comparison:
         for comparison in self.comparisons:
@@ -138,7 +140,8 @@ class Validation:
     def __str__(self) -> str:
         header = (
             f"validation of {self.instance_count} x {self.instance_type} on {self.endpoint_name}: "
-            f"{self.requests} requests ({self.failed} failed), time x{self.time_scale:g}, {self.budget}"
+            f"{self.requests} requests ({self.failed} failed, at most {self.in_flight_max} in flight), "
+            f"time x{self.time_scale:g}, {self.budget}"
         )
         rows = [("figure", "predicted", "measured", "error", "calibrated", "error", "ok")]
         for c in self.comparisons:
@@ -198,6 +201,12 @@ def _compare(
     )
 
 
+def _utilization(result: Any, scheduled: list[float]) -> float:
+    """The replay's work over what the instance's processors can do while it is sent."""
+    span = (scheduled[-1] - scheduled[0]) if len(scheduled) > 1 else 0.0
+    return max(result.busy_s, default=0.0) / (result.processors * span) if span > 0 else 0.0
+
+
 # -- the entry point -------------------------------------------------------------------------------------
 
 
@@ -233,6 +242,8 @@ def validate_plan(
     max_requests: int | None = None,
     time_scale: float = 1.0,
     concurrency: int = 1,
+    warm: bool = False,
+    endpoint_instance_type: str | None = None,
     max_models: int | None = None,
     memory_budget: int | None = None,
     metrics_period: int | None = None,
@@ -258,7 +269,16 @@ def validate_plan(
         time_scale: multiply the request times by this (``0.1``: ten times faster).
         concurrency: requests in flight at most; with 1 (the default) the requests go one after the
             other, later than their time when the one before is slow, so each request finds the cache as
-            the requests before it left it.
+            the requests before it left it. Above 1 the requests go at their times (open loop), as many in
+            flight as arrive, up to ``concurrency``: the executions share the instance's processors as the
+            plan's model says.
+        warm: load every model the replay names first (one request each, one after the other, neither
+            sent in the replay nor counted: the metrics are read from after them), so the replay measures
+            the steady state rather than the first loads; the prediction starts from the same models
+            loaded.
+        endpoint_instance_type: the SageMaker instance type to deploy the endpoint with; default the row's.
+            Needed when the plan was made for a type of your own (``InstanceType.this_machine()``: the
+            machine the embedded stack runs on), which is then what the prediction assumes.
         max_models, memory_budget: the budget the endpoint applies, when it is not the instance type's
             memory for models and no ``stack=`` says it: a stack started with ``max_models=`` reached through
             its session (a notebook's ``notebook_stack(max_models=3)``). ``max_models`` counts models
@@ -291,7 +311,15 @@ def validate_plan(
     missing = [p.name for p in profiles if p.name not in models]
     if missing:
         raise ValueError(f"give the model directory of {missing} in models= (profile name -> directory)")
-    kind = as_instance_type(chosen.instance_type)
+    kind = plan.instance_type(chosen.instance_type)
+    deployed_type = endpoint_instance_type or chosen.instance_type
+    try:
+        as_instance_type(deployed_type)
+    except ValueError:
+        raise ValueError(
+            f"the plan's instance type {chosen.instance_type!r} is not one SageMaker deploys: give "
+            "endpoint_instance_type= (e.g. 'ml.m5.xlarge') to deploy the replay's endpoint with"
+        ) from None
     notes: list[str] = []
     requests = traffic
     if chosen.instance_count > 1:
@@ -316,11 +344,13 @@ def validate_plan(
     notes += budget_notes
     by_name = expand(profiles)
     sources = {name: models[profile.name] for name, profile in by_name.items()}
+    warmed = sorted({name for _, name in rows}) if warm else []
     done: Replay = replay(
         rows,
         sources,
         {name: profile.name for name, profile in by_name.items()},
-        instance_type=chosen.instance_type,
+        instance_type=deployed_type,
+        warm=warmed,
         stack=stack,
         boto3_session=boto3_session,
         role=role,
@@ -338,19 +368,27 @@ def validate_plan(
         scheduled = list(done.sent_s)
 
     def predict(chosen: list[ModelProfile]) -> dict[str, Any]:
-        return _predict.summary(
-            _predict.serve(chosen, scheduled, done.targets, sim_kind, closed=concurrency == 1)
+        result = _predict.serve(
+            chosen, scheduled, done.targets, sim_kind, closed=concurrency == 1, warm=warmed
         )
+        return {**_predict.summary(result), "processor_utilization": _utilization(result, scheduled)}
 
     predicted = predict(sim_profiles)
     measured = {**done.metrics, "p50_s": done.percentile(50), "p99_s": done.percentile(99)}
     if measured.get("model_latency_p99_ms") is not None:
         measured["model_latency_p99_s"] = measured["model_latency_p99_ms"] / 1000
-    calibrated_profiles = _predict.calibrated(sim_profiles, done.metrics)
+    sequential = concurrency == 1
+    calibrated_profiles = _predict.calibrated(sim_profiles, done.metrics, service=sequential)
     calibrated = None
     if calibrated_profiles is not None:
         calibrated = predict(calibrated_profiles)
-    notes += _predict.timing_notes(sim_profiles, done.metrics)
+    notes += _predict.timing_notes(sim_profiles, done.metrics, service=sequential)
+    if not sequential:
+        notes.append(
+            "requests in flight together: the calibrated prediction takes the endpoint's load and unload "
+            "times, not its ModelLatency (which holds the queueing and the shared processors the "
+            "prediction adds itself)"
+        )
     if done.failed:
         notes.append(f"{done.failed} requests failed on the endpoint: {done.first_error}")
     return Validation(
@@ -366,4 +404,5 @@ def validate_plan(
         calibrated=calibrated,
         measured=measured,
         notes=tuple(notes),
+        in_flight_max=done.in_flight_max,
     )

@@ -285,6 +285,23 @@ class InstanceType:
         """What one instance's models may hold: :attr:`model_memory_bytes` less :attr:`reserved`."""
         return self.model_memory_bytes - self.reserved
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> InstanceType:
+        """An instance type from :meth:`to_dict`'s output (the derived figures are left out and derived
+        again).
+
+        Example:
+            >>> kind = instance_type("ml.g5.xlarge")
+            >>> again = InstanceType.from_dict(kind.to_dict())
+            >>> (again.name, again.memory_budget_bytes == kind.memory_budget_bytes, again.processors)
+            ('ml.g5.xlarge', True, 1)
+        """
+        fields = ("memory_bytes", "vcpus", "gpus", "gpu_memory_bytes", "price_per_hour", "reserved_bytes")
+        values: dict[str, object] = {key: data[key] for key in fields if key in data}
+        if data.get("gpu_model") is not None:
+            values["gpu_model"] = data["gpu_model"]
+        return cls(str(data["name"]), **values)  # type: ignore[arg-type]
+
     def to_dict(self) -> dict[str, object]:
         """The fields and the derived budget, as JSON values."""
         return {
