@@ -202,23 +202,34 @@ class AiohttpTransport:
 
         url = request.url
         session = self._opened()
-        try:
-            async with session.request(
-                request.method, yarl.URL(url, encoded=True), data=request.body, headers=request.headers
-            ) as response:
-                return Answer(url, response.status, response.headers, await response.read())
-        except (aiohttp.ClientSSLError, ssl.SSLError) as exc:
-            raise SSLError(endpoint_url=url, error=exc) from exc
-        except aiohttp.ClientConnectorError as exc:
-            raise EndpointConnectionError(endpoint_url=url, error=exc) from exc
-        except aiohttp.ConnectionTimeoutError as exc:
-            raise ConnectTimeoutError(endpoint_url=url, error=exc) from exc
-        except (aiohttp.ServerTimeoutError, asyncio.TimeoutError) as exc:
-            raise ReadTimeoutError(endpoint_url=url, error=exc) from exc
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, aiohttp.ClientPayloadError) as exc:
-            raise ConnectionClosedError(error=exc, request=request, endpoint_url=url) from exc
-        except Exception as exc:
-            raise HTTPClientError(error=exc) from exc
+        for resend in (True, False):
+            try:
+                async with session.request(
+                    request.method, yarl.URL(url, encoded=True), data=request.body, headers=request.headers
+                ) as response:
+                    return Answer(url, response.status, response.headers, await response.read())
+            except (aiohttp.ClientSSLError, ssl.SSLError) as exc:
+                raise SSLError(endpoint_url=url, error=exc) from exc
+            except aiohttp.ClientConnectorError as exc:
+                raise EndpointConnectionError(endpoint_url=url, error=exc) from exc
+            except aiohttp.ConnectionTimeoutError as exc:
+                raise ConnectTimeoutError(endpoint_url=url, error=exc) from exc
+            except (aiohttp.ServerTimeoutError, asyncio.TimeoutError) as exc:
+                raise ReadTimeoutError(endpoint_url=url, error=exc) from exc
+            except (
+                aiohttp.ServerDisconnectedError,
+                aiohttp.ClientOSError,
+                aiohttp.ClientPayloadError,
+            ) as exc:
+                # A kept-alive connection the server closed while it sat idle fails as the request is
+                # written: it never went out, so it goes once more, on another connection (urllib3 drops
+                # such a connection before it writes; aiohttp finds out only once the loop has run).
+                if resend and isinstance(exc.__cause__ or exc, ConnectionResetError):
+                    continue
+                raise ConnectionClosedError(error=exc, request=request, endpoint_url=url) from exc
+            except Exception as exc:
+                raise HTTPClientError(error=exc) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def close(self) -> None:
         session, self._session = self._session, None
