@@ -68,6 +68,8 @@ _CALL_EVENTS = (
     "after-call",
     "after-call-error",
 )
+# moto registers it on every client once imported; it answers only while mock_aws is on.
+_MOTO_STUBBER = "moto.core.botocore_stubber.BotocoreStubber"
 # The handlers botocore itself puts on those events, and why the fast path may skip or replace each.
 _KNOWN_HANDLERS = frozenset(
     {
@@ -182,7 +184,8 @@ class _Hooks:
     """Which of the client's handlers of an InvokeEndpoint call the fast path does not know.
 
     botocore's emitter replaces its lookup cache whenever a handler is registered or unregistered, so the
-    scan runs again only then; a call costs one identity check.
+    scan runs again only then; a call costs one identity check. moto's stubber, which importing moto
+    registers on every client, counts only while ``mock_aws`` is on (its ``enabled`` flag, read per call).
     """
 
     def __init__(self, client: Any, service: str) -> None:
@@ -196,28 +199,33 @@ class _Hooks:
         ]
         self._seen: object = None
         self._unknown: str | None = "not read yet"
+        self._switched: list[Any] = []
         self._lock = threading.Lock()
 
     def unknown(self) -> str | None:
         """A handler the fast path does not know (module and name), or ``None``."""
         cache = getattr(self._emitter, "_lookup_cache", None)
-        if cache is not None and cache is self._seen:
-            return self._unknown
-        with self._lock:
-            self._unknown = self._scan()
-            self._seen = cache
-            return self._unknown
+        if cache is None or cache is not self._seen:
+            with self._lock:
+                self._unknown, self._switched = self._scan()
+                self._seen = cache
+        if self._unknown is None and any(handler.enabled for handler in self._switched):
+            return f"{_MOTO_STUBBER}: moto's mock_aws is on"
+        return self._unknown
 
-    def _scan(self) -> str | None:
+    def _scan(self) -> tuple[str | None, list[Any]]:
         handlers = getattr(self._emitter, "_handlers", None)
         if handlers is None or not hasattr(handlers, "prefix_search"):
-            return "the client's event handlers cannot be read"
+            return "the client's event handlers cannot be read", []
+        switched = []
         for event in self._events:
             for handler in handlers.prefix_search(event):
                 name = _handler_name(handler)
-                if name not in _KNOWN_HANDLERS:
-                    return f"{event}: {name}"
-        return None
+                if name == _MOTO_STUBBER and isinstance(getattr(handler, "enabled", None), bool):
+                    switched.append(handler)
+                elif name not in _KNOWN_HANDLERS:
+                    return f"{event}: {name}", []
+        return None, switched
 
 
 class Wire:

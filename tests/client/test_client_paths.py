@@ -402,3 +402,19 @@ def test_async_client_serves_the_loop_it_was_first_used_on(
     finally:
         first.run_until_complete(client.close())
         first.close()
+
+
+@pytest.mark.moto
+def test_client_takes_botocore_while_motos_mock_is_on() -> None:
+    """Importing moto registers its stubber on every client; it answers only inside ``mock_aws``, and so
+    only there do the calls go through botocore (to be answered by moto)."""
+    import moto
+
+    session = boto3.Session(aws_access_key_id="a", aws_secret_access_key="b", region_name=REGION)
+    client = MMEClient("ep", runtime_client=session.client("sagemaker-runtime"))  # AWS's own URL
+    assert client.fast_path
+    with moto.mock_aws():
+        assert not client.fast_path
+        answer, _ = client.infer_raw("m.tar.gz", b"{}", "application/json")
+        assert answer  # moto's canned answer for InvokeEndpoint
+    assert client.fast_path
