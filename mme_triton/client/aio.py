@@ -28,8 +28,8 @@ T = TypeVar("T")
 
 
 class AsyncMMEClient(ClientCore):
-    """Run inference on a multi-model endpoint from asyncio: :class:`~mme_triton.client.client.MMEClient`
-    with ``async with`` and ``await``.
+    """Run inference on a multi-model endpoint from asyncio: ``MMEClient`` with ``async with`` and
+    ``await``.
 
     It takes the same parameters as ``MMEClient`` and its methods are coroutines with the same
     parameters, results and exceptions. One client serves any number of concurrent tasks on the event
@@ -83,8 +83,7 @@ class AsyncMMEClient(ClientCore):
     ) -> dict[str, np.ndarray[Any, Any]]:
         """Run one inference on ``target_model`` and return its outputs by name.
 
-        The parameters, the result and the exceptions are those of
-        :meth:`MMEClient.infer <mme_triton.client.client.MMEClient.infer>`. A request split along
+        The parameters, the result and the exceptions are those of ``MMEClient.infer``. A request split along
         dimension 0 sends its parts as tasks, at most ``max_concurrency`` at once.
 
         Example::
@@ -118,7 +117,7 @@ class AsyncMMEClient(ClientCore):
         inference_id: str | None = None,
     ) -> tuple[bytes, str]:
         """Send a body already encoded and return the answer's body and ``Content-Type`` undecoded, as
-        :meth:`MMEClient.infer_raw <mme_triton.client.client.MMEClient.infer_raw>` does.
+        ``MMEClient.infer_raw`` does.
 
         Example::
 
@@ -133,8 +132,8 @@ class AsyncMMEClient(ClientCore):
         return await self._run(self._invoke(request, body, content_type))
 
     async def models(self) -> list[str]:
-        """The TargetModels the endpoint serves, as :meth:`MMEClient.models
-        <mme_triton.client.client.MMEClient.models>` lists them (on the loop's default executor).
+        """The TargetModels the endpoint serves, as ``MMEClient.models`` lists them (on the loop's default
+        executor).
 
         Example::
 

@@ -39,14 +39,14 @@ class MMEClient(ClientCore):
     ``infer`` sends numpy arrays as a KServe v2 / Triton request to ``InvokeEndpoint`` with
     ``TargetModel`` and returns the outputs as numpy arrays; it needs only the ``sagemaker-runtime``
     service (the data plane). ``infer_raw`` sends a body already encoded. ``models`` is a shortcut to
-    the endpoint stage's listing. :class:`~mme_triton.client.aio.AsyncMMEClient` is the same client for
-    asyncio.
+    the endpoint stage's listing. ``AsyncMMEClient`` is the same client for asyncio.
 
     Requests are built, signed and retried by botocore's own parts (its serializer, SigV4 signer,
     credential providers and retry handler, all from the ``sagemaker-runtime`` client below) and sent
-    through that client's urllib3 connection pools, without the rest of ``invoke_endpoint``'s per-call
-    work. A configuration that needs botocore's whole call (an event handler registered on the client,
-    ``adaptive`` retries, an instrumented client; see docs/client.md) goes through ``invoke_endpoint``.
+    over keep-alive connections of the client's own (``http.client``), without the rest of
+    ``invoke_endpoint``'s per-call work. A configuration that needs botocore's whole call (an event
+    handler registered on the client, ``adaptive`` retries, a proxy, an instrumented client; see
+    docs/client.md) goes through ``invoke_endpoint``.
 
     Parameters:
         endpoint_name: the SageMaker endpoint.
@@ -194,8 +194,8 @@ class MMEClient(ClientCore):
         custom_attributes: str | None = None,
         inference_id: str | None = None,
     ) -> tuple[bytes, str]:
-        """Send a body already encoded (by :func:`~mme_triton.client.codec.encode_request`, or for any
-        container) to ``target_model`` and return the answer's body and ``Content-Type`` undecoded.
+        """Send a body already encoded (by ``encode_request``, or for any container) to ``target_model`` and
+        return the answer's body and ``Content-Type`` undecoded.
 
         The same call as :meth:`infer` makes, with the same retries and errors, less the codec:
         ``decode_response(*client.infer_raw(...))`` is ``infer``'s answer.
