@@ -25,6 +25,7 @@ import http.client
 import os
 import ssl
 import urllib.parse
+import warnings
 from typing import TYPE_CHECKING
 
 from botocore.exceptions import (
@@ -36,6 +37,7 @@ from botocore.exceptions import (
     SSLError,
 )
 from botocore.httpsession import get_cert_path
+from urllib3.exceptions import InsecureRequestWarning
 from urllib3.util.ssl_ import create_urllib3_context
 from urllib3.util.wait import wait_for_read
 
@@ -65,6 +67,12 @@ def _tls_context(wire: Wire) -> ssl.SSLContext | None:
         else:
             context.load_verify_locations(cafile=bundle)
     else:
+        # what urllib3 says of every such request botocore sends
+        warnings.warn(
+            f"certificate verification is off for {wire.endpoint_url} (verify=False)",
+            InsecureRequestWarning,
+            stacklevel=2,
+        )
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
     cert = wire.client.meta.config.client_cert

@@ -19,6 +19,7 @@ import contextlib
 import json
 import re
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -190,7 +191,9 @@ class SageMakerFront:
 
     account_id = ACCOUNT_ID
 
-    def __init__(self, served: ServedModels, endpoint: str = ENDPOINT) -> None:
+    def __init__(
+        self, served: ServedModels, endpoint: str = ENDPOINT, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.served = served
         self.endpoint = endpoint
         self.requests: list[SeenRequest] = []
@@ -226,12 +229,16 @@ class SageMakerFront:
                 return sock, address
 
         self._httpd = Server(("127.0.0.1", 0), Handler)
+        self._scheme = "http"
+        if tls is not None:
+            self._httpd.socket = tls.wrap_socket(self._httpd.socket, server_side=True)
+            self._scheme = "https"
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        return f"{self._scheme}://127.0.0.1:{self._httpd.server_address[1]}"
 
     # The error answers are the embedded stack's own (mme_triton.local.route.responses), so the client is
     # tested against the same shapes the stack's runtime sends.
@@ -394,13 +401,63 @@ def make_client(
         client.close()
 
 
+@pytest.fixture(scope="session")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A self-signed certificate (and its key) for 127.0.0.1, in one PEM file: a CA bundle of its own."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=7))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    path = tmp_path_factory.mktemp("tls") / "front.pem"
+    path.write_bytes(
+        cert.public_bytes(serialization.Encoding.PEM)
+        + key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return path
+
+
+@pytest.fixture
+def tls_front(triton: ServedModels, certificate: Path) -> Iterator[SageMakerFront]:
+    """The front on HTTPS (``certificate``), as SageMaker's runtime answers."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certificate)
+    server = SageMakerFront(triton, tls=context)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
 @pytest.fixture
 def runtime_factory() -> Callable[..., Any]:
     """Build real boto3 ``sagemaker-runtime`` clients for a given ``endpoint_url``."""
     import boto3
     from botocore.config import Config
 
-    def make(endpoint_url: str, **config: Any) -> Any:
+    def make(endpoint_url: str, *, verify: Any = None, **config: Any) -> Any:
         settings: dict[str, Any] = {
             "retries": {"mode": "standard", "total_max_attempts": 1},
             "read_timeout": 70,
@@ -411,6 +468,7 @@ def runtime_factory() -> Callable[..., Any]:
             endpoint_url=endpoint_url,
             region_name=REGION,
             config=Config(**settings),
+            verify=verify,
             **FAKE_CREDENTIALS,
         )
 

@@ -12,6 +12,7 @@ import datetime
 import socket
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -22,6 +23,7 @@ from botocore.awsrequest import AWSResponse
 from botocore.config import Config
 from botocore.credentials import CredentialProvider, RefreshableCredentials
 from botocore.stub import Stubber
+from urllib3.exceptions import InsecureRequestWarning
 
 from mme_triton import AsyncMMEClient, MMEClient, decode_response, encode_request
 from mme_triton.client._request import Request
@@ -366,6 +368,36 @@ def test_infer_raw_refuses_what_invoke_endpoint_would(
     with pytest.raises(ValueError, match="TargetModel"):
         client.infer_raw(" echo.tar.gz", b"{}", "application/json")
     assert front.seen() == []
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("verify", ["bundle", "off", "default"])
+def test_tls_is_verified_as_botocore_verifies_it(
+    tls_front: SageMakerFront,
+    make_client: Callable[..., Any],
+    runtime_factory: Callable[..., Any],
+    certificate: Path,
+    verify: str,
+) -> None:
+    """Over HTTPS, as to SageMaker: the client's CA bundle is trusted, ``verify=False`` trusts anything,
+    and the default bundle refuses a certificate it does not know, with botocore's SSLError."""
+    setting = {"bundle": str(certificate), "off": False, "default": None}[verify]
+    if verify == "off":
+        with pytest.warns(InsecureRequestWarning):
+            client = make_client(runtime=runtime_factory(tls_front.url, verify=False))
+            out = client.infer("echo.tar.gz", {"IN_FP32": GOOD_INPUT})
+        np.testing.assert_array_equal(out["OUT_FP32"], GOOD_INPUT)
+        return
+    client = make_client(runtime=runtime_factory(tls_front.url, verify=setting))
+    if verify == "default":
+        with pytest.raises(InferenceError) as caught:
+            client.infer("echo.tar.gz", {"IN_FP32": GOOD_INPUT})
+        assert caught.value.error_code == "SSLError"
+        assert tls_front.seen() == []
+        return
+    out = client.infer("echo.tar.gz", {"IN_FP32": GOOD_INPUT})
+    np.testing.assert_array_equal(out["OUT_FP32"], GOOD_INPUT)
+    assert [seen.target_model for seen in tls_front.seen()] == ["echo.tar.gz"]
 
 
 # -- asyncio ----------------------------------------------------------------------------------------
