@@ -13,7 +13,8 @@ concurrency 1 and 8, this measures requests/s and p50/p99 latency of:
   call the route forwards, over a keep-alive connection opened as the route opens its own (through the
   server's connector, into its network namespace);
 - ``onnxruntime`` — ``InferenceSession.run`` in this process (no HTTP, no Triton);
-- ``MMEClient`` — ``MMEClient.infer`` end to end (encode, boto3 + SigV4, the route, Triton, decode).
+- ``MMEClient`` — ``MMEClient.infer`` end to end (encode, SigV4, the route, Triton, decode); the clients
+  against tritonclient on Triton's own port are ``benchmarks/client.py``'s.
 
 The goals: the stack's route adds under 2 ms at p50 over Triton's own front-end at concurrency 1, and
 serves at least half of its requests/s at concurrency 8. Every row's ratio is against Triton's front-end

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from mme_triton.capacity.plan import CapacityPlan, plan_capacity
     from mme_triton.capacity.profile import ModelProfile
     from mme_triton.capacity.traffic import Traffic
+    from mme_triton.client.aio import AsyncMMEClient
     from mme_triton.client.client import MMEClient
     from mme_triton.client.codec import (
         InferInput,
@@ -100,6 +101,7 @@ _LAZY: dict[str, str] = {
     "sweep": "mme_triton.endpoint.teardown",
     "TeardownReport": "mme_triton.endpoint.teardown",
     "MMEClient": "mme_triton.client.client",
+    "AsyncMMEClient": "mme_triton.client.aio",
     "encode_request": "mme_triton.client.codec",
     "decode_response": "mme_triton.client.codec",
     "InferInput": "mme_triton.client.codec",
@@ -131,6 +133,7 @@ __all__ = [  # noqa: RUF022
     "Artifact",
     "ArtifactConflictError",
     "ArtifactError",
+    "AsyncMMEClient",
     "AutoScaling",
     "Candidate",
     "CapacityPlan",

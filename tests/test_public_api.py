@@ -55,7 +55,8 @@ def test_error_tree_drawing_lists_every_class() -> None:
 def test_import_is_light() -> None:
     code = (
         "import sys, mme_triton; "
-        "heavy = [m for m in ('boto3', 'numpy', 'google.protobuf', 'onnx', 'torch', 'sagemaker', 'grpc') "
+        "heavy = [m for m in ('boto3', 'numpy', 'google.protobuf', 'onnx', 'torch', 'sagemaker', 'grpc', "
+        "'aiohttp', 'urllib3') "
         "if m in sys.modules]; print(','.join(heavy))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

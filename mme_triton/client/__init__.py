@@ -2,14 +2,17 @@
 
 - ``codec.py`` — :func:`encode_request` / :func:`decode_response`: the KServe v2 JSON and binary-tensor
   formats as Triton speaks them, every Triton datatype (table in ``datatypes.py``); pure functions.
-- ``client.py`` — :class:`MMEClient`: boto3 ``sagemaker-runtime`` calls, typed errors, retries while a
-  model loads, batch splitting under the 6 MiB request limit.
+- ``client.py`` — :class:`MMEClient`: InvokeEndpoint calls, typed errors, retries while a model loads,
+  batch splitting under the 6 MiB request limit; ``aio.py`` — :class:`AsyncMMEClient`, the same for
+  asyncio. Both are drivers of ``_core.py`` (everything but the waiting), which builds its requests with
+  botocore's parts (``_wire.py``) and sends them over ``_transports.py``.
 
 The client needs no control plane and no packaging.
 """
 
 from __future__ import annotations
 
+from mme_triton.client.aio import AsyncMMEClient
 from mme_triton.client.client import MAX_PAYLOAD_BYTES, MMEClient
 from mme_triton.client.codec import (
     InferInput,
@@ -20,6 +23,7 @@ from mme_triton.client.codec import (
 
 __all__ = [
     "MAX_PAYLOAD_BYTES",
+    "AsyncMMEClient",
     "InferInput",
     "InferRequestedOutput",
     "MMEClient",

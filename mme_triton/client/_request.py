@@ -12,18 +12,27 @@ from mme_triton.client._split import take_rows
 from mme_triton.client._tritonclient import is_tritonclient_input, tritonclient_array, tritonclient_binary
 from mme_triton.client.codec import InferInput, InferRequestedOutput
 
-__all__ = ["Inputs", "Outputs", "Request", "input_arrays", "input_rows"]
+__all__ = ["TARGET_MODEL_PARAM", "Inputs", "Outputs", "Request", "input_arrays", "input_rows"]
 
 # Sequences may hold tritonclient's own InferInput / InferRequestedOutput objects too (untyped: Any).
 Inputs = Mapping[str, Any] | Sequence[InferInput]
 Outputs = Sequence[str | InferRequestedOutput] | None
 
+TARGET_MODEL_PARAM = "TargetModel"
+"""The InvokeEndpoint parameter that names the model of a multi-model endpoint."""
+
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """What stays the same for every InvokeEndpoint call of one ``infer``."""
+    """What stays the same for every InvokeEndpoint call of one ``infer``.
 
-    target_model: str
+    ``target`` is what the request goes to, named by the InvokeEndpoint parameter ``target_param``:
+    ``TargetModel`` on a multi-model endpoint (an inference component would be named by
+    ``InferenceComponentName``). Both paths of the client send :meth:`params`, so a request addressed
+    another way needs no other code to travel.
+    """
+
+    target: str
     outputs: Outputs
     binary: bool
     binary_outputs: bool | Collection[str] | None
@@ -32,6 +41,26 @@ class Request:
     request_id: str | None
     custom_attributes: str | None
     inference_id: str | None
+    target_param: str = TARGET_MODEL_PARAM
+
+    @property
+    def target_model(self) -> str | None:
+        """The TargetModel, when the request names one."""
+        return self.target if self.target_param == TARGET_MODEL_PARAM else None
+
+    def params(self, endpoint_name: str, body: Any, content_type: str) -> dict[str, Any]:
+        """InvokeEndpoint's parameters for one body, as boto3's ``invoke_endpoint`` takes them."""
+        params: dict[str, Any] = {
+            "EndpointName": endpoint_name,
+            self.target_param: self.target,
+            "ContentType": content_type,
+            "Body": body,
+        }
+        if self.custom_attributes is not None:
+            params["CustomAttributes"] = self.custom_attributes
+        if self.inference_id is not None:
+            params["InferenceId"] = self.inference_id
+        return params
 
 
 def input_arrays(inputs: Inputs) -> dict[str, np.ndarray[Any, Any]]:

@@ -1,75 +1,52 @@
 """``MMEClient``: numpy arrays in, numpy arrays out, through ``InvokeEndpoint`` with ``TargetModel``.
 
 The client is the data plane only: it encodes a request with
-:func:`~mme_triton.client.codec.encode_request`, sends it with boto3's ``sagemaker-runtime`` client,
+:func:`~mme_triton.client.codec.encode_request`, sends it as the ``sagemaker-runtime`` InvokeEndpoint call,
 decodes the answer with :func:`~mme_triton.client.codec.decode_response`, and turns AWS and Triton failures
 into the typed exceptions of :mod:`mme_triton.errors` (see ``_errors_map``). It never calls the SageMaker
 control plane or S3 on the request path (:meth:`MMEClient.models` is a documented shortcut to the endpoint
 stage). It keeps no mutable state between calls, so one instance can serve many threads.
+
+Everything but the waiting is :class:`~mme_triton.client._core.ClientCore`'s, shared with
+:class:`~mme_triton.client.aio.AsyncMMEClient`; this module carries its steps out on the calling thread:
+the fast path's requests through the botocore client's urllib3 pools, the others through its
+``invoke_endpoint``, the waits with ``time.sleep``, a split request's parts on a thread pool.
 """
 
 from __future__ import annotations
 
-import logging
-import math
-import random
 import time
 from collections.abc import Collection, Mapping
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 import numpy as np
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from mme_triton._sagemaker import MAX_PAYLOAD_BYTES, check_target_model, make_client, parse_s3_url
-from mme_triton._sdk import boto3_session_of
-from mme_triton.client._errors_map import ErrorContext, is_not_ready, is_unknown_target, map_invoke_error
-from mme_triton.client._request import Inputs, Outputs, Request, input_arrays, input_rows
-from mme_triton.client._split import batch_rows, chunk_bounds, join_outputs
-from mme_triton.client.codec import decode_response, encode_request
-from mme_triton.errors import InferenceError, PayloadTooLargeError
-
-if TYPE_CHECKING:
-    import boto3
-    from mypy_boto3_s3 import S3Client
-    from mypy_boto3_sagemaker import SageMakerClient
-    from mypy_boto3_sagemaker_runtime import SageMakerRuntimeClient
+from mme_triton._sagemaker import MAX_PAYLOAD_BYTES
+from mme_triton.client._core import REFRESH, Call, ClientCore, Plan, Send, Stepper, Steps, call_botocore
+from mme_triton.client._request import Inputs, Outputs
+from mme_triton.client._transports import HTTPClientTransport
 
 __all__ = ["MAX_PAYLOAD_BYTES", "MMEClient"]
 
-logger = logging.getLogger(__name__)
-
-# Chunks are sized for this share of the limit, so rows of uneven size (BYTES) rarely need a second cut.
-_CHUNK_FILL = 0.9
-_MAX_NOT_READY_DELAY = 30.0
-# the first wait before sending again a request Triton answered "unknown model" for (it grows linearly)
-_UNKNOWN_MODEL_DELAY = 0.05
+T = TypeVar("T")
 
 
-def _default_config(max_concurrency: int) -> Config:
-    # The container has 60 s to answer; the socket must wait longer than that (AWS suggests 70 s).
-    return Config(
-        connect_timeout=10,
-        read_timeout=70,
-        retries={"mode": "standard", "total_max_attempts": 3},
-        max_pool_connections=max(10, max_concurrency),
-    )
-
-
-def _body_size(body: Any) -> int:
-    try:
-        return memoryview(body).nbytes
-    except TypeError:
-        return len(body)
-
-
-class MMEClient:
+class MMEClient(ClientCore):
     """Run inference on the models of a SageMaker multi-model endpoint served by Triton.
 
     ``infer`` sends numpy arrays as a KServe v2 / Triton request to ``InvokeEndpoint`` with
     ``TargetModel`` and returns the outputs as numpy arrays; it needs only the ``sagemaker-runtime``
-    service (the data plane). ``models`` is a shortcut to the endpoint stage's listing.
+    service (the data plane). ``infer_raw`` sends a body already encoded. ``models`` is a shortcut to
+    the endpoint stage's listing. ``AsyncMMEClient`` is the same client for asyncio.
+
+    Requests are built, signed and retried by botocore's own parts (its serializer, SigV4 signer,
+    credential providers and retry handler, all from the ``sagemaker-runtime`` client below) and sent
+    over keep-alive connections of the client's own (``http.client``), without the rest of
+    ``invoke_endpoint``'s per-call work. A configuration that needs botocore's whole call (an event
+    handler registered on the client, ``adaptive`` retries, a proxy, an instrumented client; see
+    docs/client.md) goes through ``invoke_endpoint``.
 
     Parameters:
         endpoint_name: the SageMaker endpoint.
@@ -98,6 +75,7 @@ class MMEClient:
         max_concurrency: how many split requests of one ``infer`` call are in flight at once.
         max_batch_size: the ``max_batch_size`` of models by TargetModel; with ``split_batches`` no split
             request carries more rows than that.
+        fast_path: ``False`` sends every request through botocore's ``invoke_endpoint``.
 
     Raises:
         ValueError: an option is out of range.
@@ -109,80 +87,22 @@ class MMEClient:
         out["OUTPUT0"].shape  # (2, 3)
     """
 
-    def __init__(
-        self,
-        endpoint_name: str,
-        *,
-        boto3_session: boto3.Session | None = None,
-        sagemaker_session: Any = None,
-        boto_config: Config | None = None,
-        runtime_client: SageMakerRuntimeClient | None = None,
-        sagemaker_client: SageMakerClient | None = None,
-        s3_client: S3Client | None = None,
-        model_data_url: str | None = None,
-        max_retries_not_ready: int = 6,
-        not_ready_backoff: float = 1.0,
-        max_retries_unknown_model: int = 2,
-        binary: bool = True,
-        split_batches: bool = False,
-        max_concurrency: int = 4,
-        max_batch_size: Mapping[str, int] | None = None,
-    ) -> None:
-        if not isinstance(endpoint_name, str) or not endpoint_name:
-            raise ValueError(f"endpoint_name must be a non-empty string, got {endpoint_name!r}")
-        boto3_session = boto3_session_of(boto3_session, sagemaker_session)
-        if max_retries_not_ready < 0:
-            raise ValueError(f"max_retries_not_ready must be >= 0, got {max_retries_not_ready}")
-        if max_retries_unknown_model < 0:
-            raise ValueError(f"max_retries_unknown_model must be >= 0, got {max_retries_unknown_model}")
-        if not_ready_backoff < 0:
-            raise ValueError(f"not_ready_backoff must be >= 0, got {not_ready_backoff}")
-        if max_concurrency < 1:
-            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
-        batch_limits = dict(max_batch_size or {})
-        for name, limit in batch_limits.items():
-            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-                raise ValueError(f"max_batch_size[{name!r}] must be an int >= 1, got {limit!r}")
-        if model_data_url is not None:
-            try:
-                parse_s3_url(model_data_url)
-            except ValueError as exc:
-                raise ValueError(f"model_data_url: {exc}") from None
-        self._endpoint_name = endpoint_name
-        self._session = boto3_session
-        self._boto_config = boto_config
-        self._model_data_url = model_data_url
-        self._max_retries_not_ready = max_retries_not_ready
-        self._not_ready_backoff = not_ready_backoff
-        self._max_retries_unknown_model = max_retries_unknown_model
-        self._binary = binary
-        self._split_batches = split_batches
-        self._max_concurrency = max_concurrency
-        self._max_batch_size = batch_limits
-        self._runtime: SageMakerRuntimeClient = make_client(
-            "sagemaker-runtime",
-            client=runtime_client,
-            boto3_session=boto3_session,
-            boto_config=boto_config,
-            default_config=_default_config(max_concurrency),
-        )
-        self._sagemaker: SageMakerClient | None = sagemaker_client
-        self._s3: S3Client | None = s3_client
+    def __enter__(self) -> MMEClient:
+        return self
 
-    def __repr__(self) -> str:
-        return f"MMEClient({self._endpoint_name!r})"
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
-    @property
-    def endpoint_name(self) -> str:
-        """The SageMaker endpoint this client invokes."""
-        return self._endpoint_name
+    def close(self) -> None:
+        """Close the client's connections (and the ``sagemaker-runtime`` client's, when the client made it
+        itself: a ready ``runtime_client`` is the caller's). Optional: they close with the process."""
+        if self._http is not None:
+            self._http.close()
+        if self._own_runtime:
+            self._runtime.close()
 
-    @property
-    def runtime_client(self) -> SageMakerRuntimeClient:
-        """The boto3 ``sagemaker-runtime`` client the requests go through."""
-        return self._runtime
-
-    # -- inference ---------------------------------------------------------------------------------
+    def _init_transport(self) -> None:
+        self._http = HTTPClientTransport(self._wire) if self._wire is not None else None
 
     def infer(
         self,
@@ -248,13 +168,12 @@ class MMEClient:
             batch = np.random.rand(10_000, 4).astype(np.float32)
             out = client.infer("linear.tar.gz", {"INPUT0": batch}, split_batches=True)
         """
-        check_target_model(target_model)
-        use_binary = self._binary if binary is None else binary
-        split = self._split_batches if split_batches is None else split_batches
-        request = Request(
-            target_model=target_model,
-            outputs=outputs,
-            binary=use_binary,
+        plan = self._plan(
+            target_model,
+            inputs,
+            outputs,
+            binary=binary,
+            split_batches=split_batches,
             binary_outputs=binary_outputs,
             copy=copy,
             parameters=parameters,
@@ -262,69 +181,57 @@ class MMEClient:
             custom_attributes=custom_attributes,
             inference_id=inference_id,
         )
-        max_rows = self._max_batch_size.get(target_model)
-        n_rows = 0
-        if split:
-            arrays = input_arrays(inputs)
-            n_rows = batch_rows(arrays)
-            if max_rows is not None and n_rows > max_rows:
-                return self._infer_split(request, inputs, n_rows, rows_per_chunk=max_rows)
-            # Binary numeric tensors travel as their raw bytes: when those alone are over the limit,
-            # the whole batch need not be encoded just to learn that it has to be split.
-            if use_binary and isinstance(inputs, Mapping):
-                raw = sum(a.nbytes for a in arrays.values() if a.dtype.kind not in "OSU")
-                if raw > MAX_PAYLOAD_BYTES:
-                    rows = self._rows_per_chunk(n_rows, raw, max_rows)
-                    return self._infer_split(request, inputs, n_rows, rows_per_chunk=rows)
-        body, content_type = self._encode(request, inputs)
-        size = _body_size(body)
-        if size <= MAX_PAYLOAD_BYTES:
-            return self._invoke(request, body, content_type)
-        if not split:
-            raise PayloadTooLargeError(
-                f"the request body is {size:,} bytes, over InvokeEndpoint's limit of "
-                f"{MAX_PAYLOAD_BYTES:,} bytes (6 MiB); pass split_batches=True to send the batch along "
-                "dimension 0 in several requests that fit",
-                endpoint_name=self._endpoint_name,
-                target_model=target_model,
-            )
-        del body
-        return self._infer_split(
-            request, inputs, n_rows, rows_per_chunk=self._rows_per_chunk(n_rows, size, max_rows)
+        if len(plan.bodies) == 1:
+            return self._decoded(plan.request, self._run(self._invoke(plan.request, *plan.bodies[0])))
+        return self._joined(plan.request, self._send_parts(plan))
+
+    def infer_raw(
+        self,
+        target_model: str,
+        body: bytes | bytearray | memoryview,
+        content_type: str,
+        *,
+        custom_attributes: str | None = None,
+        inference_id: str | None = None,
+    ) -> tuple[bytes, str]:
+        """Send a body already encoded (by ``encode_request``, or for any container) to ``target_model`` and
+        return the answer's body and ``Content-Type`` undecoded.
+
+        The same call as :meth:`infer` makes, with the same retries and errors, less the codec:
+        ``decode_response(*client.infer_raw(...))`` is ``infer``'s answer.
+
+        Raises:
+            PayloadTooLargeError: the body is over 6 MiB (it is sent as it is, never split).
+            InferenceError: and its subclasses, as :meth:`infer` raises them.
+            ValueError: a bad ``target_model`` or ``content_type``.
+
+        Example::
+
+            body, content_type = encode_request({"INPUT0": batch})
+            answer, answer_type = client.infer_raw("linear.tar.gz", body, content_type)
+        """
+        request = self._plan_raw(
+            target_model,
+            body,
+            content_type,
+            {"custom_attributes": custom_attributes, "inference_id": inference_id},
         )
+        return self._run(self._invoke(request, body, content_type))
 
-    @staticmethod
-    def _rows_per_chunk(n_rows: int, size: int, max_rows: int | None) -> int:
-        """Rows per request so that a request of ``size`` bytes for ``n_rows`` rows is cut to fit."""
-        rows = max(1, math.floor(n_rows * MAX_PAYLOAD_BYTES * _CHUNK_FILL / size))
-        return rows if max_rows is None else min(rows, max_rows)
+    def _send_parts(self, plan: Plan) -> list[dict[str, np.ndarray[Any, Any]]]:
+        """The split requests of ``plan``, at most ``max_concurrency`` at once; the first failure is raised
+        and stops the requests not yet sent."""
+        request = plan.request
 
-    def _encode(self, request: Request, inputs: Inputs) -> tuple[bytes | bytearray, str]:
-        return encode_request(
-            inputs,
-            request.outputs,
-            binary=request.binary,
-            parameters=request.parameters,
-            request_id=request.request_id,
-            binary_outputs=request.binary_outputs,
-        )
+        def one(body: Any, content_type: str) -> dict[str, np.ndarray[Any, Any]]:
+            return self._decoded(request, self._run(self._invoke(request, body, content_type)))
 
-    def _infer_split(
-        self, request: Request, inputs: Inputs, n_rows: int, *, rows_per_chunk: int
-    ) -> dict[str, np.ndarray[Any, Any]]:
-        chunks: list[tuple[bytes | bytearray, str]] = []
-        for start, stop in chunk_bounds(n_rows, rows_per_chunk):
-            chunks.extend(self._encode_fitting(request, inputs, start, stop))
-        logger.debug("split %d rows for %s into %d requests", n_rows, request.target_model, len(chunks))
-        if len(chunks) == 1:
-            return self._invoke(request, *chunks[0])
-        workers = min(self._max_concurrency, len(chunks))
+        workers = min(self._max_concurrency, len(plan.bodies))
         executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mme-triton-infer")
         try:
             futures: list[Future[dict[str, np.ndarray[Any, Any]]]] = [
-                executor.submit(self._invoke, request, body, content_type) for body, content_type in chunks
+                executor.submit(one, body, content_type) for body, content_type in plan.bodies
             ]
-            # The first failure stops the requests not yet sent; it is raised as the call's error.
             wait(futures, return_when=FIRST_EXCEPTION)
             for future in futures:
                 error = future.exception() if future.done() else None
@@ -332,102 +239,29 @@ class MMEClient:
                     for other in futures:
                         other.cancel()
                     raise error
-            parts = [future.result() for future in futures]
+            return [future.result() for future in futures]
         finally:
             executor.shutdown(wait=True, cancel_futures=True)
-        try:
-            return join_outputs(parts)
-        except ValueError as exc:
-            raise InferenceError(
-                str(exc), endpoint_name=self._endpoint_name, target_model=request.target_model
-            ) from exc
 
-    def _encode_fitting(
-        self, request: Request, inputs: Inputs, start: int, stop: int
-    ) -> list[tuple[bytes | bytearray, str]]:
-        """Encode rows ``start:stop``, halving the range until every body fits the limit."""
-        body, content_type = self._encode(request, input_rows(inputs, start, stop))
-        size = _body_size(body)
-        if size <= MAX_PAYLOAD_BYTES:
-            return [(body, content_type)]
-        del body
-        if stop - start == 1:
-            raise PayloadTooLargeError(
-                f"row {start} of the batch alone encodes to {size:,} bytes, over InvokeEndpoint's limit of "
-                f"{MAX_PAYLOAD_BYTES:,} bytes (6 MiB); it cannot be split further along dimension 0",
-                endpoint_name=self._endpoint_name,
-                target_model=request.target_model,
-            )
-        middle = (start + stop) // 2
-        return self._encode_fitting(request, inputs, start, middle) + self._encode_fitting(
-            request, inputs, middle, stop
-        )
-
-    def _invoke(self, request: Request, body: Any, content_type: str) -> dict[str, np.ndarray[Any, Any]]:
-        """One InvokeEndpoint call, retried while the model is not ready; the one error boundary."""
-        kwargs: dict[str, Any] = {
-            "EndpointName": self._endpoint_name,
-            "TargetModel": request.target_model,
-            "ContentType": content_type,
-            "Body": body,
-        }
-        if request.custom_attributes is not None:
-            kwargs["CustomAttributes"] = request.custom_attributes
-        if request.inference_id is not None:
-            kwargs["InferenceId"] = request.inference_id
-        context = ErrorContext(self._endpoint_name, request.target_model)
-        attempt = unknown = 0
-        while True:
+    def _run(self, steps: Steps[T]) -> T:
+        """Carry the steps of one call out on this thread; botocore's failures go back into them."""
+        stepper = Stepper(steps)
+        while (step := stepper.next()) is not None:
             try:
-                response = self._runtime.invoke_endpoint(**kwargs)
-                answer = response["Body"].read()
-                break
-            except ClientError as exc:
-                if unknown < self._max_retries_unknown_model and is_unknown_target(exc, request.target_model):
-                    unknown += 1
-                    logger.info(
-                        "Triton on %s did not find %s, which SageMaker routed to it as loaded (a lookup "
-                        "that raced a load or unload); retry %d/%d",
-                        self._endpoint_name,
-                        request.target_model,
-                        unknown,
-                        self._max_retries_unknown_model,
-                    )
-                    time.sleep(_UNKNOWN_MODEL_DELAY * unknown)
-                    continue
-                if is_not_ready(exc) and attempt < self._max_retries_not_ready:
-                    delay = self._not_ready_delay(attempt)
-                    attempt += 1
-                    logger.info(
-                        "%s on %s is not ready yet; retry %d/%d in %.1fs",
-                        request.target_model,
-                        self._endpoint_name,
-                        attempt,
-                        self._max_retries_not_ready,
-                        delay,
-                    )
-                    time.sleep(delay)
-                    continue
-                raise map_invoke_error(exc, context) from exc
-            except BotoCoreError as exc:
-                raise map_invoke_error(exc, context) from exc
-        response_type = response.get("ContentType") or "application/json"
-        logger.debug(
-            "invoked %s on %s: %d bytes sent (%s), %d bytes back (%s)",
-            request.target_model,
-            self._endpoint_name,
-            _body_size(body),
-            content_type,
-            len(answer),
-            response_type,
-        )
-        return decode_response(answer, response_type, copy=request.copy)
-
-    def _not_ready_delay(self, attempt: int) -> float:
-        # The exponent stops growing long after the cap is reached: 2.0**1024 overflows a float.
-        ceiling = min(self._not_ready_backoff * 2.0 ** min(attempt, 64), _MAX_NOT_READY_DELAY)
-        # Jitter keeps many threads waiting on the same loading model from retrying in lockstep.
-        return ceiling * (0.5 + random.random() / 2)
+                if isinstance(step, Send):
+                    assert self._http is not None
+                    stepper.resume(self._http.send(step.request))
+                elif isinstance(step, Call):
+                    stepper.resume(call_botocore(self._runtime, step.params))
+                elif step == REFRESH:
+                    assert self._wire is not None
+                    self._wire.refresh()
+                else:
+                    time.sleep(float(step))
+            except (BotoCoreError, ClientError) as exc:
+                stepper.fail(exc)
+        result: T = stepper.result
+        return result
 
     # -- the endpoint's models (control plane) ----------------------------------------------------
 
@@ -449,13 +283,4 @@ class MMEClient:
 
             client.models()  # ['linear.tar.gz', 'pipeline.tar.gz']
         """
-        from mme_triton.endpoint.models import endpoint_models
-
-        return endpoint_models(
-            self._endpoint_name,
-            model_data_url=self._model_data_url,
-            boto3_session=self._session,
-            boto_config=self._boto_config,
-            sagemaker_client=self._sagemaker,
-            s3_client=self._s3,
-        )
+        return self._list_models()

@@ -233,7 +233,7 @@ class StackTarget(_Uploading):
 
 class EndpointTarget(_Uploading):
     """A live endpoint (real AWS or ``local up``): candidates uploaded under its ModelDataUrl, measured
-    through ``invoke_endpoint`` with TargetModel, removed afterwards unless ``keep``.
+    through InvokeEndpoint with TargetModel (``MMEClient.infer_raw``), removed afterwards unless ``keep``.
 
     With ``stack=`` (the endpoint is on that embedded stack), the cold start's parts, the memory and the
     unload come from the stack; SageMaker itself offers none of them per model (CloudWatch's metrics are
@@ -263,6 +263,7 @@ class EndpointTarget(_Uploading):
         import boto3
         from botocore.config import Config
 
+        from mme_triton.client.client import MMEClient
         from mme_triton.endpoint.models import endpoint_model_data_url
 
         session = self._given_session
@@ -276,14 +277,20 @@ class EndpointTarget(_Uploading):
             retries={"total_max_attempts": 1},
             max_pool_connections=self._max_concurrency + 4,
         )
-        self._runtime = session.client("sagemaker-runtime", config=config)
+        self._client = MMEClient(
+            self.endpoint_name,
+            boto3_session=session,
+            boto_config=config,
+            max_retries_not_ready=0,
+            max_retries_unknown_model=0,
+        )
 
     def reaches_triton(self) -> bool:
         """Only through a stack the endpoint is on, with Triton's ports open: SageMaker exposes none."""
         return self.stack is not None and bool(getattr(self.stack, "triton_ports", False))
 
     def connect(self, deployed: Deployed) -> Callable[[], Connection]:
-        return lambda: InvokeEndpointConnection(self._runtime, self.endpoint_name, deployed.name)
+        return lambda: InvokeEndpointConnection(self._client, deployed.name)
 
     def cold_start(self, deployed: Deployed, request: Request) -> ColdStart:
         seconds, error = first_answer(self.connect(deployed)(), request)

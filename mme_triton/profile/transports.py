@@ -4,8 +4,9 @@
   bodies: to the embedded stack's InvokeEndpoint route (``POST /endpoints/<name>/invocations`` with the
   TargetModel header, the request SageMaker's runtime receives), or to Triton's KServe v2 route
   (``POST /v2/models/<name>/infer`` with ``Inference-Header-Content-Length``);
-- :class:`InvokeEndpointConnection` — boto3's ``sagemaker-runtime`` ``invoke_endpoint`` (signed, for a
-  live endpoint), retries off so that every failure is counted;
+- :class:`InvokeEndpointConnection` — InvokeEndpoint through an ``MMEClient`` (``infer_raw``: signed, for
+  a live endpoint, on the client's fast path, so the client's own cost stays out of the measurement),
+  retries off so that every failure is counted;
 - :func:`triton_statistics` — Triton's cumulative statistics of one model
   (``GET /v2/models/<name>/stats``), for the server-side split of a request's time.
 """
@@ -223,31 +224,29 @@ class _Closed(Exception):
 
 
 class InvokeEndpointConnection:
-    """``invoke_endpoint`` through a shared boto3 ``sagemaker-runtime`` client (clients are thread-safe)."""
+    """InvokeEndpoint through a shared ``MMEClient`` (clients are thread-safe) made with no retries."""
 
-    def __init__(self, client: Any, endpoint_name: str, target_model: str) -> None:
+    def __init__(self, client: Any, target_model: str) -> None:
         self._client = client
-        self._endpoint = endpoint_name
         self._target = target_model
 
     def exchange(self, request: Request) -> tuple[int, str]:
         """``(200, "")``, or the HTTP status and ``"<code>: <message>"`` of the error."""
         from botocore.exceptions import BotoCoreError, ClientError
 
+        from mme_triton.errors import InferenceError
+
         try:
-            answer = self._client.invoke_endpoint(
-                EndpointName=self._endpoint,
-                TargetModel=self._target,
-                Body=request.body,
-                ContentType=request.content_type,
-            )
-            answer["Body"].read()
-        except ClientError as exc:
-            code = error_code(exc)
-            status = 429 if code in _NOT_READY_CODES else http_status(exc) or 500
-            return status, f"{code}: {error_message(exc)}"[:_ERROR_TEXT]
-        except BotoCoreError as exc:
-            return 0, f"{type(exc).__name__}: {exc}"
+            self._client.infer_raw(self._target, request.body, request.content_type)
+        except InferenceError as exc:
+            cause = exc.__cause__  # what botocore raised (or would have), for SageMaker's own status
+            if isinstance(cause, ClientError):
+                code = error_code(cause)
+                status = 429 if code in _NOT_READY_CODES else http_status(cause) or 500
+                return status, f"{code}: {error_message(cause)}"[:_ERROR_TEXT]
+            if isinstance(cause, BotoCoreError):
+                return 0, f"{type(cause).__name__}: {cause}"
+            raise
         return 200, ""
 
     def send(self, request: Request) -> str | None:

@@ -13,10 +13,15 @@ the tests that use those fixtures are marked ``triton`` or ``moto``.
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import contextlib
 import json
 import re
+import socket
+import ssl
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -179,17 +184,22 @@ class SageMakerFront:
     """``InvokeEndpoint`` for one endpoint, answered by a real Triton; errors in AWS's shapes.
 
     ``script`` queues answers given before forwarding (``RuntimeResponse`` values, or ``None`` to forward one
-    request normally), to play ``ModelNotReadyException``, throttling and the like.
+    request normally), to play ``ModelNotReadyException``, throttling and the like; a number stalls that
+    many seconds before answering (a read timeout). :meth:`drop_connections` closes the kept-alive
+    connections from the server's side, as a load balancer closes idle ones.
     """
 
     account_id = ACCOUNT_ID
 
-    def __init__(self, served: ServedModels, endpoint: str = ENDPOINT) -> None:
+    def __init__(
+        self, served: ServedModels, endpoint: str = ENDPOINT, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.served = served
         self.endpoint = endpoint
         self.requests: list[SeenRequest] = []
-        self._script: collections.deque[RuntimeResponse | None] = collections.deque()
+        self._script: collections.deque[RuntimeResponse | float | None] = collections.deque()
         self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
         front = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -209,14 +219,26 @@ class SageMakerFront:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def get_request(self) -> tuple[socket.socket, Any]:
+                sock, address = super().get_request()
+                with front._lock:
+                    front._sockets.append(sock)
+                return sock, address
+
+        self._httpd = Server(("127.0.0.1", 0), Handler)
+        self._scheme = "http"
+        if tls is not None:
+            self._httpd.socket = tls.wrap_socket(self._httpd.socket, server_side=True)
+            self._scheme = "https"
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        return f"{self._scheme}://127.0.0.1:{self._httpd.server_address[1]}"
 
     # The error answers are the embedded stack's own (mme_triton.local.route.responses), so the client is
     # tested against the same shapes the stack's runtime sends.
@@ -240,9 +262,17 @@ class SageMakerFront:
             status, original.encode(), endpoint_name=endpoint, region=REGION, account_id=ACCOUNT_ID
         )
 
-    def script(self, *answers: RuntimeResponse | None) -> None:
+    def script(self, *answers: RuntimeResponse | float | None) -> None:
         with self._lock:
             self._script.extend(answers)
+
+    def drop_connections(self) -> None:
+        """Close every connection the front has accepted, from its side (idle kept-alive ones included)."""
+        with self._lock:
+            sockets, self._sockets = self._sockets, []
+        for sock in sockets:
+            with contextlib.suppress(OSError):  # already closed by its handler
+                sock.shutdown(socket.SHUT_RDWR)
 
     def seen(self) -> list[SeenRequest]:
         with self._lock:
@@ -266,6 +296,9 @@ class SageMakerFront:
         with self._lock:
             self.requests.append(SeenRequest(endpoint, target, content_type, lowered, body))
             scripted = self._script.popleft() if self._script else None
+        if isinstance(scripted, float | int):
+            time.sleep(scripted)
+            scripted = None
         if scripted is not None:
             return self._error(scripted)
         if endpoint != self.endpoint:
@@ -303,13 +336,128 @@ def front(triton: ServedModels) -> Iterator[SageMakerFront]:
         server.close()
 
 
+class AwaitedClient:
+    """An ``AsyncMMEClient`` driven from the test's thread on an event loop of its own, so that the tests
+    written for ``MMEClient`` run unchanged against it."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self._loop = asyncio.new_event_loop()
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self.client, name)
+        if not asyncio.iscoroutinefunction(found):
+            return found
+        return lambda *args, **kwargs: self._loop.run_until_complete(found(*args, **kwargs))
+
+    def close(self) -> None:
+        self._loop.run_until_complete(self.client.close())
+        self._loop.close()
+
+
+CLIENT_PATHS = ["fast", "botocore", "async"]
+
+
+@pytest.fixture(params=CLIENT_PATHS)
+def client_path(request: pytest.FixtureRequest) -> str:
+    """Which client and path a test runs with: ``MMEClient`` on its fast path, ``MMEClient`` through
+    botocore's ``invoke_endpoint`` (``fast_path=False``), ``AsyncMMEClient``."""
+    path: str = request.param
+    return path
+
+
+@pytest.fixture
+def make_client(
+    front: SageMakerFront, runtime_factory: Callable[..., Any], client_path: str
+) -> Iterator[Callable[..., Any]]:
+    """``make_client(endpoint_name=None, config={}, runtime=None, **options)``: a client of
+    ``client_path`` for the front (``config`` goes to the botocore client it makes, unless ``runtime``
+    is a ready one; the options go to the client)."""
+    from mme_triton.client.aio import AsyncMMEClient
+    from mme_triton.client.client import MMEClient
+
+    made: list[Any] = []
+
+    def make(
+        endpoint_name: str | None = None,
+        config: dict[str, Any] | None = None,
+        runtime: Any = None,
+        **options: Any,
+    ) -> Any:
+        if runtime is None:
+            runtime = runtime_factory(front.url, **{"max_pool_connections": 16, **(config or {})})
+        name = endpoint_name or front.endpoint
+        client: Any
+        if client_path == "async":
+            client = AwaitedClient(AsyncMMEClient(name, runtime_client=runtime, **options))
+        else:
+            client = MMEClient(name, runtime_client=runtime, fast_path=client_path == "fast", **options)
+        assert client.fast_path is (client_path != "botocore")
+        made.append(client)
+        return client
+
+    yield make
+    for client in made:
+        client.close()
+
+
+@pytest.fixture(scope="session")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A self-signed certificate (and its key) for 127.0.0.1, in one PEM file: a CA bundle of its own."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=7))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    path = tmp_path_factory.mktemp("tls") / "front.pem"
+    path.write_bytes(
+        cert.public_bytes(serialization.Encoding.PEM)
+        + key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return path
+
+
+@pytest.fixture
+def tls_front(triton: ServedModels, certificate: Path) -> Iterator[SageMakerFront]:
+    """The front on HTTPS (``certificate``), as SageMaker's runtime answers."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certificate)
+    server = SageMakerFront(triton, tls=context)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
 @pytest.fixture
 def runtime_factory() -> Callable[..., Any]:
     """Build real boto3 ``sagemaker-runtime`` clients for a given ``endpoint_url``."""
     import boto3
     from botocore.config import Config
 
-    def make(endpoint_url: str, **config: Any) -> Any:
+    def make(endpoint_url: str, *, verify: Any = None, **config: Any) -> Any:
         settings: dict[str, Any] = {
             "retries": {"mode": "standard", "total_max_attempts": 1},
             "read_timeout": 70,
@@ -320,6 +468,7 @@ def runtime_factory() -> Callable[..., Any]:
             endpoint_url=endpoint_url,
             region_name=REGION,
             config=Config(**settings),
+            verify=verify,
             **FAKE_CREDENTIALS,
         )
 

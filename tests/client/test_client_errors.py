@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 
-from mme_triton.client.client import MMEClient
 from mme_triton.client.codec import encode_request
 from mme_triton.errors import (
     EndpointNotFoundError,
@@ -31,11 +30,6 @@ pytestmark = pytest.mark.triton
 ENDPOINT = "client-test-endpoint"
 
 GOOD_INPUT = np.arange(6, dtype=np.float32).reshape(2, 3)
-
-
-def _client(front: SageMakerFront, runtime_factory: Callable[..., Any], **options: Any) -> MMEClient:
-    runtime = runtime_factory(front.url, **options.pop("config", {}))
-    return MMEClient(options.pop("endpoint_name", ENDPOINT), runtime_client=runtime, **options)
 
 
 def _triton_error(
@@ -62,7 +56,7 @@ def _triton_error(
 def test_infer_triton_400_raises_invalid_input_with_tritons_message(
     triton: ServedModels,
     front: SageMakerFront,
-    runtime_factory: Callable[..., Any],
+    make_client: Callable[..., Any],
     inputs: dict[str, np.ndarray[Any, Any]],
     fragment: str,
     binary: bool,
@@ -70,7 +64,7 @@ def test_infer_triton_400_raises_invalid_input_with_tritons_message(
     status, triton_message = _triton_error(triton, "echo.tar.gz", inputs, binary)
     assert status == 400
     assert fragment in triton_message
-    client = _client(front, runtime_factory)
+    client = make_client()
     with pytest.raises(InvalidInputError) as caught:
         client.infer("echo.tar.gz", inputs, binary=binary)
     error = caught.value
@@ -84,17 +78,17 @@ def test_infer_triton_400_raises_invalid_input_with_tritons_message(
 
 
 def test_infer_batch_over_max_batch_size_raises_invalid_input(
-    front: SageMakerFront, runtime_factory: Callable[..., Any]
+    front: SageMakerFront, make_client: Callable[..., Any]
 ) -> None:
-    client = _client(front, runtime_factory)
+    client = make_client()
     with pytest.raises(InvalidInputError, match="batch"):
         client.infer("linear.tar.gz", {"INPUT0": np.zeros((9, 4), np.float32)})
 
 
 def test_infer_target_model_not_under_prefix_raises_model_not_found(
-    front: SageMakerFront, runtime_factory: Callable[..., Any]
+    front: SageMakerFront, make_client: Callable[..., Any]
 ) -> None:
-    client = _client(front, runtime_factory)
+    client = make_client()
     with pytest.raises(ModelNotFoundError) as caught:
         client.infer("missing.tar.gz", {"IN_FP32": GOOD_INPUT})
     assert caught.value.error_code == "ValidationError"
@@ -103,12 +97,12 @@ def test_infer_target_model_not_under_prefix_raises_model_not_found(
 
 
 def test_infer_model_unknown_to_triton_raises_model_not_found(
-    triton: ServedModels, front: SageMakerFront, runtime_factory: Callable[..., Any]
+    triton: ServedModels, front: SageMakerFront, make_client: Callable[..., Any]
 ) -> None:
     # served under another TargetModel than the one it was loaded as: Triton answers 400 "unknown model"
     hashes = {**triton.hashes, "renamed.tar.gz": triton.hashes["echo.tar.gz"]}
     front.served = dataclasses.replace(triton, hashes=hashes)
-    client = _client(front, runtime_factory)
+    client = make_client()
     with pytest.raises(ModelNotFoundError) as caught:
         client.infer("renamed.tar.gz", {"IN_FP32": GOOD_INPUT})
     assert caught.value.status == 400
@@ -127,23 +121,23 @@ def _unknown_to_triton(triton: ServedModels, target_model: str) -> str:
 
 
 def test_infer_retries_a_lookup_that_raced_a_load_then_succeeds(
-    triton: ServedModels, front: SageMakerFront, runtime_factory: Callable[..., Any]
+    triton: ServedModels, front: SageMakerFront, make_client: Callable[..., Any]
 ) -> None:
     # Triton's model map is read unlocked while a load or unload of another model replaces it: a loaded
     # model is then, once, "unknown"
     raced = front.model_error(ENDPOINT, 400, _unknown_to_triton(triton, "echo.tar.gz"))
     front.script(raced, raced)
-    client = _client(front, runtime_factory)
+    client = make_client()
     out = client.infer("echo.tar.gz", {"IN_FP32": GOOD_INPUT})
     np.testing.assert_array_equal(out["OUT_FP32"], GOOD_INPUT)
     assert [seen.target_model for seen in front.seen()] == ["echo.tar.gz"] * 3
 
 
 def test_infer_without_unknown_model_retries_raises_at_once(
-    triton: ServedModels, front: SageMakerFront, runtime_factory: Callable[..., Any]
+    triton: ServedModels, front: SageMakerFront, make_client: Callable[..., Any]
 ) -> None:
     front.script(front.model_error(ENDPOINT, 400, _unknown_to_triton(triton, "echo.tar.gz")))
-    client = _client(front, runtime_factory, max_retries_unknown_model=0)
+    client = make_client(max_retries_unknown_model=0)
     with pytest.raises(ModelNotFoundError) as caught:
         client.infer("echo.tar.gz", {"IN_FP32": GOOD_INPUT})
     assert caught.value.status == 400
@@ -152,11 +146,11 @@ def test_infer_without_unknown_model_retries_raises_at_once(
 
 
 def test_infer_does_not_retry_when_triton_does_not_know_another_model(
-    triton: ServedModels, front: SageMakerFront, runtime_factory: Callable[..., Any]
+    triton: ServedModels, front: SageMakerFront, make_client: Callable[..., Any]
 ) -> None:
     # an ensemble's step or a BLS call's target: not a race of this request's own model
     front.script(front.model_error(ENDPOINT, 400, _unknown_to_triton(triton, "step.tar.gz")))
-    client = _client(front, runtime_factory)
+    client = make_client()
     with pytest.raises(ModelNotFoundError) as caught:
         client.infer("echo.tar.gz", {"IN_FP32": GOOD_INPUT})
     assert "'step.tar.gz' is not found" in caught.value.message
@@ -164,11 +158,11 @@ def test_infer_does_not_retry_when_triton_does_not_know_another_model(
 
 
 def test_infer_model_hash_not_loaded_raises_model_not_found(
-    triton: ServedModels, front: SageMakerFront, runtime_factory: Callable[..., Any]
+    triton: ServedModels, front: SageMakerFront, make_client: Callable[..., Any]
 ) -> None:
     # a hash Triton never loaded: its front-end answers 404 with an empty body
     front.served = dataclasses.replace(triton, hashes={**triton.hashes, "unloaded.tar.gz": "neverloaded"})
-    client = _client(front, runtime_factory)
+    client = make_client()
     with pytest.raises(ModelNotFoundError) as caught:
         client.infer("unloaded.tar.gz", {"IN_FP32": GOOD_INPUT})
     assert caught.value.status == 404
@@ -176,9 +170,9 @@ def test_infer_model_hash_not_loaded_raises_model_not_found(
 
 
 def test_infer_unknown_endpoint_raises_endpoint_not_found(
-    front: SageMakerFront, runtime_factory: Callable[..., Any]
+    front: SageMakerFront, make_client: Callable[..., Any]
 ) -> None:
-    client = _client(front, runtime_factory, endpoint_name="no-such-endpoint")
+    client = make_client(endpoint_name="no-such-endpoint")
     with pytest.raises(EndpointNotFoundError) as caught:
         client.infer("echo.tar.gz", {"IN_FP32": GOOD_INPUT})
     assert caught.value.endpoint_name == "no-such-endpoint"
@@ -198,7 +192,7 @@ def test_infer_unknown_endpoint_raises_endpoint_not_found(
 )
 def test_infer_aws_error_shapes_map_to_exceptions(
     front: SageMakerFront,
-    runtime_factory: Callable[..., Any],
+    make_client: Callable[..., Any],
     answer: tuple[Any, Any, str],
     expected: type[InferenceError],
     status: int,
@@ -209,7 +203,7 @@ def test_infer_aws_error_shapes_map_to_exceptions(
     else:
         error = front.aws_error(kind, code_or_status, text)
     front.script(*[error] * 5)
-    client = _client(front, runtime_factory)
+    client = make_client()
     with pytest.raises(InferenceError) as caught:
         client.infer("echo.tar.gz", {"IN_FP32": GOOD_INPUT})
     assert type(caught.value) is expected
@@ -220,22 +214,22 @@ def test_infer_aws_error_shapes_map_to_exceptions(
 
 
 def test_infer_retries_model_not_ready_then_succeeds(
-    front: SageMakerFront, runtime_factory: Callable[..., Any]
+    front: SageMakerFront, make_client: Callable[..., Any]
 ) -> None:
     front.script(front.model_not_ready("echo.tar.gz"), front.model_not_ready("echo.tar.gz"))
     # botocore's standard mode, as the client configures it, must leave these retries to the client
     retries = {"retries": {"mode": "standard", "total_max_attempts": 3}}
-    client = _client(front, runtime_factory, not_ready_backoff=0.01, config=retries)
+    client = make_client(not_ready_backoff=0.01, config=retries)
     out = client.infer("echo.tar.gz", {"IN_FP32": GOOD_INPUT})
     np.testing.assert_array_equal(out["OUT_FP32"], GOOD_INPUT)
     assert len(front.seen()) == 3
 
 
 def test_infer_model_not_ready_after_retries_raises(
-    front: SageMakerFront, runtime_factory: Callable[..., Any]
+    front: SageMakerFront, make_client: Callable[..., Any]
 ) -> None:
     front.script(*[front.model_not_ready("echo.tar.gz")] * 3)
-    client = _client(front, runtime_factory, not_ready_backoff=0.01, max_retries_not_ready=2)
+    client = make_client(not_ready_backoff=0.01, max_retries_not_ready=2)
     with pytest.raises(ModelNotReadyError) as caught:
         client.infer("echo.tar.gz", {"IN_FP32": GOOD_INPUT})
     assert caught.value.status == 429
@@ -244,13 +238,11 @@ def test_infer_model_not_ready_after_retries_raises(
 
 
 def test_infer_throttling_is_retried_by_botocore_then_raises(
-    front: SageMakerFront, runtime_factory: Callable[..., Any]
+    front: SageMakerFront, make_client: Callable[..., Any]
 ) -> None:
     throttled = front.aws_error(400, "ThrottlingException", "Rate exceeded")
     front.script(throttled, throttled)
-    client = _client(
-        front, runtime_factory, config={"retries": {"mode": "standard", "total_max_attempts": 2}}
-    )
+    client = make_client(config={"retries": {"mode": "standard", "total_max_attempts": 2}})
     with pytest.raises(ThrottlingError) as caught:
         client.infer("echo.tar.gz", {"IN_FP32": GOOD_INPUT})
     assert caught.value.message == "Rate exceeded"
@@ -258,11 +250,9 @@ def test_infer_throttling_is_retried_by_botocore_then_raises(
 
 
 def test_infer_throttling_then_success_returns_outputs(
-    front: SageMakerFront, runtime_factory: Callable[..., Any]
+    front: SageMakerFront, make_client: Callable[..., Any]
 ) -> None:
     front.script(front.aws_error(400, "ThrottlingException", "Rate exceeded"))
-    client = _client(
-        front, runtime_factory, config={"retries": {"mode": "standard", "total_max_attempts": 2}}
-    )
+    client = make_client(config={"retries": {"mode": "standard", "total_max_attempts": 2}})
     out = client.infer("echo.tar.gz", {"IN_FP32": GOOD_INPUT})
     np.testing.assert_array_equal(out["OUT_FP32"], GOOD_INPUT)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 
-from mme_triton.client.client import MAX_PAYLOAD_BYTES, MMEClient
+from mme_triton.client.client import MAX_PAYLOAD_BYTES
 from mme_triton.client.codec import InferInput, InferRequestedOutput, encode_request
 from mme_triton.errors import InvalidInputError, ModelNotFoundError, PayloadTooLargeError
 
@@ -28,15 +28,6 @@ LINEAR_WEIGHTS = np.array(
 LINEAR_BIAS = np.array([0.1, -0.2, 0.3], dtype=np.float32)
 
 
-@pytest.fixture
-def make_client(front: SageMakerFront, runtime_factory: Callable[..., Any]) -> Callable[..., MMEClient]:
-    def make(**options: Any) -> MMEClient:
-        runtime = runtime_factory(front.url, max_pool_connections=16)
-        return MMEClient(front.endpoint, runtime_client=runtime, **options)
-
-    return make
-
-
 def _rows(n: int, width: int) -> np.ndarray[Any, Any]:
     """Rows whose values encode their own index, so order mistakes show."""
     return (np.arange(n, dtype=np.float32)[:, None] * 1000 + np.arange(width, dtype=np.float32)).astype(
@@ -45,9 +36,7 @@ def _rows(n: int, width: int) -> np.ndarray[Any, Any]:
 
 
 @pytest.mark.parametrize("binary", [True, False], ids=["binary", "json"])
-def test_infer_round_trip_through_invoke_endpoint(
-    make_client: Callable[..., MMEClient], binary: bool
-) -> None:
+def test_infer_round_trip_through_invoke_endpoint(make_client: Callable[..., Any], binary: bool) -> None:
     inputs: dict[str, np.ndarray[Any, Any]] = {
         "IN_FP32": np.arange(6, dtype=np.float32).reshape(2, 3),
         "IN_INT64": np.array([[-(2**62), 2**62]], dtype=np.int64),
@@ -64,7 +53,7 @@ def test_infer_round_trip_through_invoke_endpoint(
 
 @pytest.mark.parametrize("binary", [True, False], ids=["binary", "json"])
 def test_infer_sends_the_codecs_content_type_and_target_model(
-    front: SageMakerFront, make_client: Callable[..., MMEClient], binary: bool
+    front: SageMakerFront, make_client: Callable[..., Any], binary: bool
 ) -> None:
     make_client(binary=binary).infer("echo.tar.gz", {"IN_INT8": np.ones((1, 2), np.int8)})
     (seen,) = front.seen()
@@ -76,13 +65,13 @@ def test_infer_sends_the_codecs_content_type_and_target_model(
         assert seen.content_type == "application/json"
 
 
-def test_infer_returns_only_requested_outputs(make_client: Callable[..., MMEClient]) -> None:
+def test_infer_returns_only_requested_outputs(make_client: Callable[..., Any]) -> None:
     inputs = {"IN_FP32": np.ones((1, 2), np.float32), "IN_INT32": np.ones((1, 2), np.int32)}
     out = make_client().infer("echo.tar.gz", inputs, ["OUT_INT32"])
     assert list(out) == ["OUT_INT32"]
 
 
-def test_infer_accepts_tritonclient_style_objects(make_client: Callable[..., MMEClient]) -> None:
+def test_infer_accepts_tritonclient_style_objects(make_client: Callable[..., Any]) -> None:
     data = np.arange(8, dtype=np.int16).reshape(2, 4)
     tensor = InferInput("IN_INT16", [2, 4], "INT16")
     tensor.set_data_from_numpy(data)
@@ -90,7 +79,7 @@ def test_infer_accepts_tritonclient_style_objects(make_client: Callable[..., MME
     np.testing.assert_array_equal(out["OUT_INT16"], data)
 
 
-def test_infer_binary_outputs_are_read_only_unless_copied(make_client: Callable[..., MMEClient]) -> None:
+def test_infer_binary_outputs_are_read_only_unless_copied(make_client: Callable[..., Any]) -> None:
     client = make_client()
     inputs = {"IN_FP64": np.ones((2, 2))}
     view = client.infer("echo.tar.gz", inputs)["OUT_FP64"]
@@ -102,7 +91,7 @@ def test_infer_binary_outputs_are_read_only_unless_copied(make_client: Callable[
 
 
 def test_infer_passes_custom_attributes_and_inference_id(
-    front: SageMakerFront, make_client: Callable[..., MMEClient]
+    front: SageMakerFront, make_client: Callable[..., Any]
 ) -> None:
     make_client().infer(
         "echo.tar.gz",
@@ -116,7 +105,7 @@ def test_infer_passes_custom_attributes_and_inference_id(
 
 
 def test_infer_request_id_and_parameters_reach_the_request(
-    front: SageMakerFront, make_client: Callable[..., MMEClient]
+    front: SageMakerFront, make_client: Callable[..., Any]
 ) -> None:
     make_client().infer(
         "echo.tar.gz", {"IN_UINT8": np.ones((1, 1), np.uint8)}, request_id="r-42", parameters={"priority": 1}
@@ -127,7 +116,7 @@ def test_infer_request_id_and_parameters_reach_the_request(
 
 
 @pytest.mark.parametrize("binary", [True, False], ids=["binary", "json"])
-def test_infer_linear_onnx_matches_numpy(make_client: Callable[..., MMEClient], binary: bool) -> None:
+def test_infer_linear_onnx_matches_numpy(make_client: Callable[..., Any], binary: bool) -> None:
     x = np.random.default_rng(3).standard_normal((6, 4)).astype(np.float32)
     out = make_client().infer("linear.tar.gz", {"INPUT0": x}, binary=binary)
     np.testing.assert_allclose(out["OUTPUT0"], x @ LINEAR_WEIGHTS + LINEAR_BIAS, rtol=1e-5, atol=1e-5)
@@ -146,7 +135,7 @@ def test_infer_linear_onnx_matches_numpy(make_client: Callable[..., MMEClient], 
     ids=["empty", "too-long", "leading-space", "leading-tab", "inner-tab", "non-ascii"],
 )
 def test_infer_rejects_bad_target_model(
-    front: SageMakerFront, make_client: Callable[..., MMEClient], target_model: str, reason: str
+    front: SageMakerFront, make_client: Callable[..., Any], target_model: str, reason: str
 ) -> None:
     with pytest.raises(ValueError, match=f"not a valid TargetModel: .*{reason}"):
         make_client().infer(target_model, {"IN_FP32": np.ones((1, 1), np.float32)})
@@ -159,7 +148,7 @@ def test_infer_rejects_bad_target_model(
     ids=["inner-space", "non-ascii-first", "1024-chars"],
 )
 def test_infer_sends_any_target_model_sagemaker_accepts(
-    front: SageMakerFront, make_client: Callable[..., MMEClient], target_model: str
+    front: SageMakerFront, make_client: Callable[..., Any], target_model: str
 ) -> None:
     # The front answers "model data not found" for names it does not serve: the request was sent.
     with pytest.raises(ModelNotFoundError):
@@ -171,7 +160,7 @@ def test_infer_sends_any_target_model_sagemaker_accepts(
 
 
 def test_infer_over_limit_raises_before_sending(
-    front: SageMakerFront, make_client: Callable[..., MMEClient]
+    front: SageMakerFront, make_client: Callable[..., Any]
 ) -> None:
     big = np.zeros((1600, 1024), np.float32)  # 6.55 MB of tensor data
     with pytest.raises(PayloadTooLargeError, match="split_batches") as caught:
@@ -182,7 +171,7 @@ def test_infer_over_limit_raises_before_sending(
 
 
 def test_infer_large_body_travels_whole_through_boto3(
-    front: SageMakerFront, make_client: Callable[..., MMEClient]
+    front: SageMakerFront, make_client: Callable[..., Any]
 ) -> None:
     # Between the codec's large-body size (a bytearray on huge pages) and InvokeEndpoint's limit.
     data = _rows(1, 1_250_000)
@@ -196,7 +185,7 @@ def test_infer_large_body_travels_whole_through_boto3(
 
 @pytest.mark.parametrize("binary", [True, False], ids=["binary", "json"])
 def test_infer_split_batches_joins_outputs_in_order(
-    front: SageMakerFront, make_client: Callable[..., MMEClient], binary: bool
+    front: SageMakerFront, make_client: Callable[..., Any], binary: bool
 ) -> None:
     rows = 1700 if binary else 1100
     data = _rows(rows, 1024)
@@ -213,7 +202,7 @@ def test_infer_split_batches_joins_outputs_in_order(
 
 
 def test_infer_split_batches_respects_max_batch_size(
-    front: SageMakerFront, make_client: Callable[..., MMEClient]
+    front: SageMakerFront, make_client: Callable[..., Any]
 ) -> None:
     x = np.random.default_rng(7).standard_normal((30, 4)).astype(np.float32)
     client = make_client(split_batches=True, max_batch_size={"linear.tar.gz": 8}, max_concurrency=3)
@@ -222,14 +211,14 @@ def test_infer_split_batches_respects_max_batch_size(
     assert sorted(request.rows() for request in front.seen()) == [6, 8, 8, 8]
 
 
-def test_infer_without_max_batch_size_sends_the_whole_batch(make_client: Callable[..., MMEClient]) -> None:
+def test_infer_without_max_batch_size_sends_the_whole_batch(make_client: Callable[..., Any]) -> None:
     x = np.zeros((30, 4), np.float32)
     with pytest.raises(InvalidInputError):
         make_client(split_batches=True).infer("linear.tar.gz", {"INPUT0": x})
 
 
 def test_infer_split_batches_small_request_is_sent_once(
-    front: SageMakerFront, make_client: Callable[..., MMEClient]
+    front: SageMakerFront, make_client: Callable[..., Any]
 ) -> None:
     out = make_client(split_batches=True).infer("echo.tar.gz", {"IN_FP32": _rows(10, 4)})
     np.testing.assert_array_equal(out["OUT_FP32"], _rows(10, 4))
@@ -237,7 +226,7 @@ def test_infer_split_batches_small_request_is_sent_once(
 
 
 def test_infer_split_batches_single_row_over_limit_raises(
-    front: SageMakerFront, make_client: Callable[..., MMEClient]
+    front: SageMakerFront, make_client: Callable[..., Any]
 ) -> None:
     wide = np.zeros((3, MAX_PAYLOAD_BYTES // 4 + 1), np.float32)
     with pytest.raises(PayloadTooLargeError, match="cannot be split"):
@@ -246,7 +235,7 @@ def test_infer_split_batches_single_row_over_limit_raises(
 
 
 def test_infer_split_batches_inputs_must_share_dimension_zero(
-    front: SageMakerFront, make_client: Callable[..., MMEClient]
+    front: SageMakerFront, make_client: Callable[..., Any]
 ) -> None:
     inputs = {"IN_FP32": np.zeros((4, 2), np.float32), "IN_INT32": np.zeros((5, 2), np.int32)}
     with pytest.raises(ValueError, match="dimension 0"):
@@ -255,7 +244,7 @@ def test_infer_split_batches_inputs_must_share_dimension_zero(
 
 
 def test_infer_split_batches_per_call_override(
-    front: SageMakerFront, make_client: Callable[..., MMEClient]
+    front: SageMakerFront, make_client: Callable[..., Any]
 ) -> None:
     data = _rows(1700, 1024)
     out = make_client().infer("echo.tar.gz", {"IN_FP32": data}, split_batches=True)
@@ -264,7 +253,7 @@ def test_infer_split_batches_per_call_override(
 
 
 def test_infer_split_batches_keeps_infer_input_settings(
-    front: SageMakerFront, make_client: Callable[..., MMEClient]
+    front: SageMakerFront, make_client: Callable[..., Any]
 ) -> None:
     data = _rows(1700, 1024)
     tensor = InferInput("IN_FP32", list(data.shape), "FP32").set_data_from_numpy(data, binary_data=True)
@@ -278,7 +267,7 @@ def test_infer_split_batches_keeps_infer_input_settings(
 
 
 def test_infer_split_batches_failure_of_one_request_is_raised(
-    front: SageMakerFront, make_client: Callable[..., MMEClient]
+    front: SageMakerFront, make_client: Callable[..., Any]
 ) -> None:
     front.script(front.model_error(front.endpoint, 400, '{"error":"refused one part"}'))
     client = make_client(split_batches=True, max_batch_size={"echo.tar.gz": 2}, max_concurrency=1)
@@ -289,7 +278,8 @@ def test_infer_split_batches_failure_of_one_request_is_raised(
 # -- threads ---------------------------------------------------------------------------------------------
 
 
-def test_infer_many_threads_share_one_client(make_client: Callable[..., MMEClient]) -> None:
+@pytest.mark.parametrize("client_path", ["fast", "botocore"], indirect=True)
+def test_infer_many_threads_share_one_client(make_client: Callable[..., Any]) -> None:
     client = make_client(max_batch_size={"linear.tar.gz": 8}, split_batches=True)
     failures: list[BaseException] = []
     start = threading.Barrier(8)

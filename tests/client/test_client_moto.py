@@ -8,6 +8,7 @@ the answer a call gets shows which TargetModel it carried.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import urllib.request
 import uuid
@@ -18,6 +19,7 @@ import numpy as np
 import pytest
 from botocore.config import Config
 
+from mme_triton.client.aio import AsyncMMEClient
 from mme_triton.client.client import MMEClient
 
 pytestmark = pytest.mark.moto
@@ -119,9 +121,10 @@ def test_client_ready_runtime_client_wins(moto_url: str) -> None:
     ],
     ids=["concurrency", "retries", "unknown-model-retries", "backoff", "max-batch-size", "url-scheme"],
 )
-def test_client_rejects_bad_options(moto_url: str, option: str, value: Any) -> None:
+@pytest.mark.parametrize("client_class", [MMEClient, AsyncMMEClient], ids=["threads", "asyncio"])
+def test_client_rejects_bad_options(moto_url: str, option: str, value: Any, client_class: type[Any]) -> None:
     with pytest.raises(ValueError, match=option):
-        MMEClient("ep", runtime_client=_aws("sagemaker-runtime", moto_url), **{option: value})
+        client_class("ep", runtime_client=_aws("sagemaker-runtime", moto_url), **{option: value})
 
 
 @pytest.mark.parametrize("attempt", [0, 3, 1023, 1024, 10**6], ids=str)
@@ -143,3 +146,22 @@ def test_client_models_shortcut_lists_the_prefix_it_was_given(moto_url: str) -> 
         model_data_url=f"s3://{bucket}/mme/",
     )
     assert client.models() == ["linear.tar.gz"]
+
+
+def test_async_client_models_shortcut_lists_the_prefix_it_was_given(moto_url: str) -> None:
+    s3 = _aws("s3", moto_url)
+    bucket = f"models-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=bucket)
+    s3.put_object(Bucket=bucket, Key="mme/b.tar.gz", Body=b"x")
+    s3.put_object(Bucket=bucket, Key="mme/a.tar.gz", Body=b"x")
+
+    async def listed() -> list[str]:
+        async with AsyncMMEClient(
+            "endpoint-that-does-not-exist",
+            runtime_client=_aws("sagemaker-runtime", moto_url),
+            s3_client=s3,
+            model_data_url=f"s3://{bucket}/mme/",
+        ) as client:
+            return await client.models()
+
+    assert asyncio.run(listed()) == ["a.tar.gz", "b.tar.gz"]

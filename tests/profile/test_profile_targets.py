@@ -104,3 +104,33 @@ def test_profile_on_a_live_endpoint_uploads_measures_and_removes(stack: Any, mod
     assert removed.results[0].target_model != result.target_model  # a fresh name: a real cold start
     assert mt.list_models(url, boto3_session=session) == [result.target_model]
     mt.teardown("live", delete_artifacts=True, boto3_session=session)
+
+
+def test_endpoint_target_sends_through_the_clients_fast_path(stack: Any) -> None:
+    """The endpoint target measures the endpoint, not botocore: its requests take the client's own path,
+    and a failure still reads as SageMaker's status and error code."""
+    from types import SimpleNamespace
+
+    from mme_triton.profile.inputs import Request
+    from mme_triton.profile.targets import EndpointTarget
+
+    session = stack.boto3_session()
+    mt.deploy_mme(
+        "live-path",
+        stack.model_data_url("live-path/"),
+        role=stack.role_arn,
+        instance_type="ml.m5.large",
+        poll_interval=0.1,
+        boto3_session=session,
+    )
+    try:
+        target = EndpointTarget("live-path", run_id="path", boto3_session=session)
+        target.open()
+        assert target._client.fast_path
+        connection = target.connect(SimpleNamespace(name="missing.tar.gz"))()
+        body, content_type = mt.encode_request({"INPUT0": [[1.0]]})
+        status, text = connection.exchange(Request(bytes(body), content_type, {}))
+        assert status == 400
+        assert text.startswith("ValidationError: ") and "missing.tar.gz" in text
+    finally:
+        mt.teardown("live-path", delete_artifacts=True, boto3_session=session)
