@@ -61,7 +61,9 @@ def export_transformers(
     ``token_type_ids``, all ``TYPE_INT64`` with a variable batch dimension (with ``max_batch_size > 0``)
     and a variable sequence dimension, or ``sequence_length`` fixed. ``token_type_ids`` is exported
     only when it is used: the tokenizer produces it (``tokenizer.model_input_names``), or, without a
-    tokenizer, the model has more than one token type (RoBERTa has one, so it gets none).
+    tokenizer, the model's ``config.type_vocab_size`` is above 1 (``roberta-base``'s config has 1 and its
+    tokenizer produces none, so it gets none either way; a ``RobertaConfig()`` built with its defaults
+    has 2, so such a model exported without a tokenizer gets it).
 
     Outputs are the tensors the model returns, under the names it returns them: ``last_hidden_state``
     ``[batch, sequence, hidden]`` and ``pooler_output`` ``[batch, hidden]`` for a bare encoder,
