@@ -16,6 +16,7 @@ from mme_triton import read_config, validate_model
 from mme_triton.export import ExportError, export_transformers
 from mme_triton.model.config import format_config, parse_config_file
 from mme_triton.model.validate import validate_repository
+from mme_triton.profile.inputs import input_arrays
 
 pytestmark = pytest.mark.torch
 
@@ -156,6 +157,28 @@ def test_export_transformers_token_type_ids_as_docs_export_md_states(
 
         names = [t.name for t in read_config(model_dir).input]
         assert ("token_type_ids" in names) is exported, (expression, tokenizer_cell, names)
+
+
+def test_export_transformers_records_the_vocabulary_the_profile_inputs_keep_to(tmp_path: Path) -> None:
+    """A RoBERTa of 30 tokens and (by default) two token types: its export records both sizes, and the
+    profile's default random inputs, long sequences of them, run in ONNX Runtime (ids of [0, 100) fail in
+    the embedding lookup)."""
+    transformers = importlib.import_module("transformers")
+    torch.manual_seed(0)
+    config = transformers.RobertaConfig(vocab_size=30, **_TINY["RobertaConfig"])
+    model_dir = export_transformers(transformers.RobertaModel(config).eval(), tmp_path / "roberta")
+
+    session = _session(model_dir)
+    assert session.get_modelmeta().custom_metadata_map == {"vocab_size": "30", "type_vocab_size": "2"}
+    shapes = {name: [24] for name in ("input_ids", "attention_mask", "token_type_ids")}
+    requests = input_arrays(model_dir, batch_size=4, shapes=shapes, count=6)
+
+    for arrays in requests:
+        assert arrays["input_ids"].max() < 30 and set(np.unique(arrays["token_type_ids"])) <= {0, 1}
+        assert (arrays["attention_mask"] == 1).all()
+        hidden, _ = session.run(None, arrays)
+        assert hidden.shape == (4, 24, 32) and np.isfinite(hidden).all()
+    assert {int(t) for arrays in requests for t in np.unique(arrays["token_type_ids"])} == {0, 1}
 
 
 def test_export_transformers_distilbert_has_no_pooler(tmp_path: Path) -> None:
