@@ -27,6 +27,7 @@ from mme_triton._sdk import boto3_session_of
 from mme_triton.client._errors_map import ErrorContext, is_not_ready, is_unknown_target, map_invoke_error
 from mme_triton.client._request import Inputs, Outputs, Request, input_arrays, input_rows
 from mme_triton.client._split import batch_rows, chunk_bounds, join_outputs
+from mme_triton.client._target_hint import with_target_model_hint
 from mme_triton.client.codec import decode_response, encode_request
 from mme_triton.errors import InferenceError, PayloadTooLargeError
 
@@ -408,7 +409,12 @@ class MMEClient:
                     )
                     time.sleep(delay)
                     continue
-                raise map_invoke_error(exc, context) from exc
+                raise with_target_model_hint(
+                    map_invoke_error(exc, context),
+                    s3_client=self._s3,
+                    boto3_session=self._session,
+                    boto_config=self._boto_config,
+                ) from exc
             except BotoCoreError as exc:
                 raise map_invoke_error(exc, context) from exc
         response_type = response.get("ContentType") or "application/json"
