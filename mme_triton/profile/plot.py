@@ -154,10 +154,20 @@ def _cold_starts(axes: Any, measured: list[CandidateResult]) -> None:
             axes.barh(positions, values, left=bottom, label=label)
             bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     rest = [max(0.0, (result.cold_start_s or 0.0) - b) for result, b in zip(measured, bottom, strict=True)]
-    axes.barh(positions, rest, left=bottom, label="first inference and overhead", color="lightgrey")
+    parts = any(bottom)
+    rest_label = "first inference and overhead" if parts else "cold start (the target reports no parts)"
+    axes.barh(positions, rest, left=bottom, label=rest_label, color="lightgrey")
     longest = max((result.cold_start_s or 0.0 for result in measured), default=0.0)
-    axes.set_xlim(0, longest * 1.05 or 1.0)
-    _parts_table(axes, measured)
+    if parts:
+        axes.set_xlim(0, longest * 1.05 or 1.0)
+        _parts_table(axes, measured)
+    else:  # the total alone, at the end of each bar
+        axes.set_xlim(0, longest * 1.15 or 1.0)
+        for position, result in zip(positions, measured, strict=True):
+            axes.annotate(
+                f"{result.cold_start_s or 0.0:.2f} s", (result.cold_start_s or 0.0, position),
+                textcoords="offset points", xytext=(3, 0), va="center", fontsize=_LABEL_SIZE,
+            )  # fmt: skip
     axes.set_yticks(positions, names, fontsize=7)
     axes.invert_yaxis()
     axes.set_xlabel("cold start (s)")
@@ -170,8 +180,6 @@ def _parts_table(axes: Any, measured: list[CandidateResult]) -> None:
     """The figures of each bar in a column beside the panel, level with its bar: the cold start and the
     parts the target reported, in seconds (a header names the columns)."""
     columns = [(part, label) for part, label in _PARTS if any(getattr(r, part) for r in measured)]
-    if not measured:
-        return
     text = {"fontsize": _LABEL_SIZE, "family": "monospace", "annotation_clip": False}
     header = "total s" + "".join(f"{label:>10}" for _, label in columns)
     axes.annotate(
