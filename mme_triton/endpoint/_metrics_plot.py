@@ -41,13 +41,13 @@ def _mean_over_variants(metrics: EndpointMetrics, metric: str) -> list[tuple[Any
 
 
 def _data_range(metrics: EndpointMetrics) -> tuple[datetime, datetime]:
-    """The x-range: from the first data point to the end of the last one's period, with a period of room
-    on each side (inside the window); the window itself when there is no data."""
+    """The x-range: the first to the last data point with a period of room on each side (a bar is centred
+    on its period's timestamp); the window itself when there is no data."""
     times = [point.timestamp for point in metrics.points]
     if not times:
         return metrics.start, metrics.end
     period = timedelta(seconds=metrics.period)
-    return max(metrics.start, min(times) - period), min(metrics.end, max(times) + 2 * period)
+    return min(times) - period, max(times) + period
 
 
 def _duration(seconds: float) -> str:
