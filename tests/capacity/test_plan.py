@@ -188,23 +188,25 @@ def test_capacity_plan_plot_draws_hit_ratio_and_p99_per_type(
     ]
 
 
-def _row(kind: str, count: int, hit_ratio: float, p99: float, cost: float, meets: bool) -> PlanRow:
-    return PlanRow(
-        instance_type=kind, instance_count=count, requests=1000, hit_ratio=hit_ratio, misses=10, loads=5,
-        unloads=1, loads_per_min=0.5, unloads_per_min=0.1, load_wait_mean_s=1.0, load_wait_p99_s=2.0,
-        load_wait_max_s=3.0, p50_s=0.01, p99_s=p99, errors=0, memory_budget_bytes=GiB,
-        memory_headroom_bytes=GiB // 2, loaded_models_max=3, busy_executions=0.2, cost_per_hour=cost,
-        cost_per_million=cost / 10, meets_targets=meets, reason="" if meets else "hit ratio",
+def _row(template: PlanRow, kind: str, count: int, hit_ratio: float, p99: float, cost: float) -> PlanRow:
+    """``template`` with these figures (a plan meets the 0.9 hit-ratio target of the test below or not)."""
+    meets = hit_ratio >= 0.9
+    return dataclasses.replace(
+        template, instance_type=kind, instance_count=count, hit_ratio=hit_ratio, p99_s=p99,
+        cost_per_hour=cost, meets_targets=meets, reason="" if meets else "hit ratio",
     )  # fmt: skip
 
 
-def test_capacity_plan_plot_keeps_types_with_the_same_results_apart_and_plots_cost() -> None:
+def test_capacity_plan_plot_keeps_types_with_the_same_results_apart_and_plots_cost(
+    models: list[ModelProfile], traffic: Traffic
+) -> None:
     """ml.m5.xlarge and ml.c5.2xlarge hold the same models (same memory for them): the same hit ratio and
     p99 at every count, told apart by the plot; their costs differ, and cost chose the winner."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+    template = plan_capacity(models, traffic, instance_types=["ml.g5.xlarge"], instance_counts=(1,)).rows[0]
     rows = [
-        _row(kind, count, hit, p99, price * count, meets=hit >= 0.9)
+        _row(template, kind, count, hit, p99, price * count)
         for kind, price in (("ml.m5.xlarge", 0.23), ("ml.c5.2xlarge", 0.408), ("ml.m5.2xlarge", 0.4))
         for count, (hit, p99) in zip((1, 2), ((0.8, 4.0), (0.95, 0.5)) if kind != "ml.m5.2xlarge" else
                                      ((0.9, 1.0), (0.99, 0.2)), strict=True)
