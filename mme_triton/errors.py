@@ -176,6 +176,10 @@ class EndpointNotFoundError(InferenceError):
 class ModelNotFoundError(InferenceError):
     """The TargetModel is not present under the endpoint's ModelDataUrl prefix."""
 
+    #: TargetModels under the prefix that start with the one asked for (``resnet.tar.gz`` for ``resnet``),
+    #: when the client could list them; the message says them too.
+    suggestions: tuple[str, ...] = ()
+
 
 class InvalidInputError(InferenceError):
     """Triton refused the request: unknown input, wrong shape or datatype (HTTP 400)."""

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -120,33 +123,127 @@ def html_table(plan: CapacityPlan) -> str:
     )
 
 
-def plot(plan: CapacityPlan) -> Figure:
-    """Hit ratio and p99 against instance count, one line per instance type; targets dashed."""
-    from matplotlib.figure import Figure
+@dataclass(frozen=True)
+class _Panel:
+    """One panel of the plan's figure: a figure of each plan against its instance count."""
 
-    figure = Figure(figsize=(10, 4), layout="constrained")
-    hit_axes, p99_axes = figure.subplots(1, 2)
+    title: str
+    ylabel: str
+    value: Callable[[PlanRow], float | None]
+    target: float | None = None
+    """Drawn as a dashed line."""
+    log: bool = False
+    limits: tuple[float, float] | None = None
+
+
+def _panels(plan: CapacityPlan) -> list[_Panel]:
+    """The panels, left to right; a new figure of the plans is one more entry."""
+    cost_title = "Cost"
+    if plan.best_basis == "cost":
+        cost_title += " (the winner: the cheapest meeting the targets)"
+    min_hit_ratio = _number(plan.targets.get("min_hit_ratio"))
+    # from a little under the lowest ratio (or target): the differences that matter are near 1
+    lowest = min(
+        [row.hit_ratio for row in plan.rows] + ([min_hit_ratio] if min_hit_ratio is not None else [])
+    )
+    return [
+        _Panel(
+            "Cache-hit ratio", "cache-hit ratio", lambda row: row.hit_ratio, min_hit_ratio,
+            limits=(max(0.0, lowest - 0.05), 1.01),
+        ),
+        _Panel(
+            "p99 latency", "p99 latency (s, log scale)", lambda row: row.p99_s,
+            _number(plan.targets.get("p99_s")), log=True,
+        ),
+        _Panel(
+            "Processors busy (the busiest instance)", "work / capacity (above 1: queues without end)",
+            lambda row: row.processor_utilization, 1.0,
+        ),
+        _Panel("\n".join(textwrap.wrap(cost_title, 40)), "$ per hour", lambda row: row.cost_per_hour,
+               _number(plan.targets.get("max_cost"))),
+    ]  # fmt: skip
+
+
+def _number(value: object) -> float | None:
+    return None if value is None else float(value)  # type: ignore[arg-type]
+
+
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "h")
+_LINES: tuple[Any, ...] = ("-", "--", "-.", ":")
+
+
+def plot(plan: CapacityPlan) -> Figure:
+    """One panel per figure of :func:`_panels` against the instance count, one line per instance type.
+
+    Instance types with the same results would draw over each other: each type's points are shifted a
+    little sideways, with a marker and line style of its own, and the legend says which types have the
+    same hit ratio and p99. The best plan is starred; targets are dashed; the legend sits right of the
+    panels, off the data.
+    """
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    panels = _panels(plan)
+    figure = Figure(figsize=(4.2 * len(panels) + 2.2, 4.2), layout="constrained")
+    axes_row = figure.subplots(1, len(panels), squeeze=False)[0]
     kinds = list(dict.fromkeys(row.instance_type for row in plan.rows))
-    for kind in kinds:
-        rows = [row for row in plan.rows if row.instance_type == kind]
-        counts = [row.instance_count for row in rows]
-        hit_axes.plot(counts, [row.hit_ratio for row in rows], marker="o", label=kind)
-        p99_axes.plot(counts, [row.p99_s for row in rows], marker="o", label=kind)
-    if plan.targets.get("min_hit_ratio") is not None:
-        hit_axes.axhline(
-            float(plan.targets["min_hit_ratio"] or 0), linestyle="--", color="grey", label="target"
-        )
-    if plan.targets.get("p99_s") is not None:
-        p99_axes.axhline(float(plan.targets["p99_s"] or 0), linestyle="--", color="grey", label="target")
+    rows = {kind: [row for row in plan.rows if row.instance_type == kind] for kind in kinds}
+    labels = _kind_labels(rows)
     best = plan.best
-    if best is not None:
-        hit_axes.plot([best.instance_count], [best.hit_ratio], marker="*", markersize=14, color="black")
-        p99_axes.plot([best.instance_count], [best.p99_s], marker="*", markersize=14, color="black")
-    hit_axes.set(xlabel="instances", ylabel="cache-hit ratio", title="Cache-hit ratio", ylim=(0, 1.02))
-    p99_axes.set(xlabel="instances", ylabel="p99 latency (s, log scale)", title="p99 latency", yscale="log")
     counts = sorted({row.instance_count for row in plan.rows})
-    for axes in (hit_axes, p99_axes):
+    for axes, panel in zip(axes_row, panels, strict=True):
+        starred: list[tuple[float, float]] = []
+        for index, kind in enumerate(kinds):
+            shift = (index - (len(kinds) - 1) / 2) * min(0.12, 0.6 / max(1, len(kinds)))
+            points = [
+                (row.instance_count + shift, value, row)
+                for row in rows[kind]
+                if (value := panel.value(row)) is not None
+            ]
+            if not points:
+                continue
+            axes.plot(
+                [x for x, _, _ in points], [y for _, y, _ in points], marker=_MARKERS[index % len(_MARKERS)],
+                linestyle=_LINES[index % len(_LINES)], color=f"C{index % 10}", label=labels[kind],
+            )  # fmt: skip
+            starred += [(x, y) for x, y, row in points if row is best]
+        for x, y in starred:
+            axes.plot([x], [y], marker="*", markersize=16, color="black", linestyle="none")
+        if panel.target is not None:
+            axes.axhline(panel.target, linestyle="--", color="grey")
+        if not axes.get_lines():
+            axes.text(0.5, 0.5, "no data (no prices)", ha="center", va="center", transform=axes.transAxes)
+        axes.set(xlabel="instances", ylabel=panel.ylabel)
+        axes.set_title(panel.title, fontsize=10)
+        if panel.log:
+            axes.set_yscale("log")
+        if panel.limits is not None:
+            axes.set_ylim(*panel.limits)
         axes.set_xticks(counts)
+        axes.set_xlim(counts[0] - 0.5, counts[-1] + 0.5)
         axes.grid(True, alpha=0.3)
-    p99_axes.legend(loc="best", fontsize="small")
+    handles = [
+        Line2D([], [], marker=_MARKERS[i % len(_MARKERS)], linestyle=_LINES[i % len(_LINES)],
+               color=f"C{i % 10}", label=labels[kind])
+        for i, kind in enumerate(kinds)
+    ]  # fmt: skip
+    handles.append(Line2D([], [], linestyle="--", color="grey", label="target"))
+    if best is not None:
+        handles.append(
+            Line2D([], [], marker="*", markersize=12, color="black", linestyle="none", label="best plan")
+        )
+    figure.legend(handles=handles, loc="outside right upper", fontsize="small")
+    figure.suptitle(f"{_verdict(plan)}; targets: {_targets(plan)}", fontsize=10)
     return figure
+
+
+def _kind_labels(rows: dict[str, list[PlanRow]]) -> dict[str, str]:
+    """Each instance type's legend label; a type whose hit ratios and p99s equal an earlier type's says so
+    (their lines would otherwise lie on top of each other)."""
+    labels: dict[str, str] = {}
+    seen: dict[tuple[object, ...], str] = {}
+    for kind, kind_rows in rows.items():
+        results = tuple((row.instance_count, row.hit_ratio, row.p99_s) for row in kind_rows)
+        same = seen.setdefault(results, kind)
+        labels[kind] = kind if same == kind else f"{kind} (hit ratio, p99 as {same})"
+    return labels

@@ -17,10 +17,11 @@ raise) are made here once, for both.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import random
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -33,6 +34,7 @@ from mme_triton._sdk import boto3_session_of
 from mme_triton.client._errors_map import ErrorContext, is_not_ready, is_unknown_target, map_invoke_error
 from mme_triton.client._request import Inputs, Outputs, Request, input_arrays, input_rows
 from mme_triton.client._split import batch_rows, chunk_bounds, join_outputs
+from mme_triton.client._target_hint import needs_target_model_hint, with_target_model_hint
 from mme_triton.client._wire import Answer, Wire, WireRequest
 from mme_triton.client.codec import decode_response, encode_request
 from mme_triton.errors import InferenceError, PayloadTooLargeError
@@ -73,10 +75,17 @@ class Call:
     params: dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class Blocking:
+    """Step: call ``run()``, which blocks (an AWS call off the request path); resume with its result."""
+
+    run: Callable[[], Any]
+
+
 REFRESH = "refresh credentials"
 """Step: refresh the credentials the fast path signs with."""
 
-Steps = Generator["Send | Call | str | float", Any, T]
+Steps = Generator["Send | Call | Blocking | str | float", Any, T]
 
 
 def call_botocore(runtime: Any, params: Mapping[str, Any]) -> Raw:
@@ -97,7 +106,7 @@ class Stepper:
         self._error: BaseException | None = None
         self.result: Any = None
 
-    def next(self) -> Send | Call | str | float | None:
+    def next(self) -> Send | Call | Blocking | str | float | None:
         sent, error = self._sent, self._error
         self._sent = self._error = None
         try:
@@ -414,7 +423,10 @@ class ClientCore:
                     )
                     yield delay
                     continue
-                raise map_invoke_error(exc, context) from exc
+                error = map_invoke_error(exc, context)
+                if needs_target_model_hint(error):  # one S3 listing, only on this error
+                    error = yield Blocking(functools.partial(self._with_hint, error))
+                raise error from exc
             except BotoCoreError as exc:
                 raise map_invoke_error(exc, context) from exc
         if logger.isEnabledFor(logging.DEBUG):
@@ -464,6 +476,11 @@ class ClientCore:
         ceiling = min(self._not_ready_backoff * 2.0 ** min(attempt, 64), _MAX_NOT_READY_DELAY)
         # Jitter keeps many callers waiting on the same loading model from retrying in lockstep.
         return ceiling * (0.5 + random.random() / 2)
+
+    def _with_hint(self, error: Exception) -> Exception:
+        return with_target_model_hint(
+            error, s3_client=self._s3, boto3_session=self._session, boto_config=self._boto_config
+        )
 
     # -- the endpoint's models (control plane) ------------------------------------------------------
 

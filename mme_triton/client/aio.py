@@ -18,7 +18,17 @@ from typing import Any, TypeVar
 import numpy as np
 from botocore.exceptions import BotoCoreError, ClientError
 
-from mme_triton.client._core import REFRESH, Call, ClientCore, Plan, Send, Stepper, Steps, call_botocore
+from mme_triton.client._core import (
+    REFRESH,
+    Blocking,
+    Call,
+    ClientCore,
+    Plan,
+    Send,
+    Stepper,
+    Steps,
+    call_botocore,
+)
 from mme_triton.client._request import Inputs, Outputs
 from mme_triton.client._transports import AiohttpTransport
 
@@ -170,6 +180,8 @@ class AsyncMMEClient(ClientCore):
                 elif isinstance(step, Call):
                     call = functools.partial(call_botocore, self._runtime, step.params)
                     stepper.resume(await asyncio.get_running_loop().run_in_executor(None, call))
+                elif isinstance(step, Blocking):
+                    stepper.resume(await asyncio.get_running_loop().run_in_executor(None, step.run))
                 elif step == REFRESH:
                     assert self._wire is not None
                     await asyncio.get_running_loop().run_in_executor(None, self._wire.refresh)

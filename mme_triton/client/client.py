@@ -24,7 +24,17 @@ import numpy as np
 from botocore.exceptions import BotoCoreError, ClientError
 
 from mme_triton._sagemaker import MAX_PAYLOAD_BYTES
-from mme_triton.client._core import REFRESH, Call, ClientCore, Plan, Send, Stepper, Steps, call_botocore
+from mme_triton.client._core import (
+    REFRESH,
+    Blocking,
+    Call,
+    ClientCore,
+    Plan,
+    Send,
+    Stepper,
+    Steps,
+    call_botocore,
+)
 from mme_triton.client._request import Inputs, Outputs
 from mme_triton.client._transports import HTTPClientTransport
 
@@ -253,6 +263,8 @@ class MMEClient(ClientCore):
                     stepper.resume(self._http.send(step.request))
                 elif isinstance(step, Call):
                     stepper.resume(call_botocore(self._runtime, step.params))
+                elif isinstance(step, Blocking):
+                    stepper.resume(step.run())
                 elif step == REFRESH:
                     assert self._wire is not None
                     self._wire.refresh()

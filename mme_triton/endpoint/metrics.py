@@ -133,7 +133,10 @@ class EndpointMetrics:
         ``model_errors``, ``model_latency_mean_ms``, ``model_latency_p50_ms``, ``model_latency_p99_ms``,
         ``overhead_latency_mean_ms``, ``overhead_latency_p99_ms``, ``loaded_models_max``,
         ``cpu_utilization_max``, ``memory_utilization_max``. Counts are ints; a figure with no data is
-        ``None``. With several variants, a percentile is the highest variant's.
+        ``None``. With several variants, a percentile is the highest variant's. ``load_wait_mean_s`` is
+        over the requests that waited for a model to serve them (``ModelLoadingWaitTime``'s samples):
+        ``cache_misses`` also counts requests whose model never came (a TargetModel not in S3: a 4xx),
+        which have no wait (see docs/metrics.md).
         """
         samples = self._total("ModelCacheHit", "SampleCount")
         hits = self._total("ModelCacheHit", "Sum")

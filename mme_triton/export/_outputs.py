@@ -7,10 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["ENCODER_INPUTS", "chosen_inputs", "named_outputs", "output_axes", "pick"]
+from mme_triton.model._token_inputs import ENCODER_INPUTS
 
-#: The inputs an encoder's forward may take, in the order they are exported (all INT64).
-ENCODER_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+__all__ = ["ENCODER_INPUTS", "chosen_inputs", "named_outputs", "output_axes", "pick"]
 
 
 def chosen_inputs(available: list[str], chosen: Sequence[str] | None, model: str) -> list[str]:

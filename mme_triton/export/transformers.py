@@ -61,7 +61,12 @@ def export_transformers(
     ``token_type_ids``, all ``TYPE_INT64`` with a variable batch dimension (with ``max_batch_size > 0``)
     and a variable sequence dimension, or ``sequence_length`` fixed. ``token_type_ids`` is exported
     only when it is used: the tokenizer produces it (``tokenizer.model_input_names``), or, without a
-    tokenizer, the model has more than one token type (RoBERTa has one, so it gets none).
+    tokenizer, the model's ``config.type_vocab_size`` is above 1 (``roberta-base``'s config has 1 and its
+    tokenizer produces none, so it gets none either way; a ``RobertaConfig()`` built with its defaults
+    has 2, so such a model exported without a tokenizer gets it). The
+    sizes of the tables the ids index, ``vocab_size`` and (with ``token_type_ids``) ``type_vocab_size``,
+    are recorded in the ONNX model's ``metadata_props``: ``profile_model``'s random inputs stay within
+    them.
 
     Outputs are the tensors the model returns, under the names it returns them: ``last_hidden_state``
     ``[batch, sequence, hidden]`` and ``pooler_output`` ``[batch, hidden]`` for a bare encoder,
@@ -225,6 +230,7 @@ def export_transformers(
                 dynamic_axes={k: v for k, v in axes.items() if v},
                 **export_args,
             )
+        _record_sizes(onnx_path, vocab_size, _type_vocab_size(config) if "token_type_ids" in names else None)
         wrapper.eval()
         got = run_onnx(
             onnx_path,
@@ -259,6 +265,27 @@ def export_transformers(
         logger.info("saved the tokenizer of %s to %s", target.name, outside or target / TOKENIZER_DIR)
     logger.info("exported %s to %s (inputs %s, outputs %s)", type(model).__name__, target, names, outputs)
     return target
+
+
+def _type_vocab_size(config: Any) -> int | None:
+    size = getattr(config, "type_vocab_size", None)
+    return int(size) if isinstance(size, int) and size > 0 else None
+
+
+def _record_sizes(onnx_path: Path, vocab_size: int, type_vocab_size: int | None) -> None:
+    """Write the sizes of the model's embedding tables into the ONNX model's ``metadata_props``
+    (:mod:`mme_triton.model._token_inputs`): what valid ids are, for whoever makes up inputs (the profile's
+    random data). Weights stored as external data stay where they are."""
+    import onnx
+
+    from mme_triton.model._token_inputs import TYPE_VOCAB_SIZE, VOCAB_SIZE
+
+    proto = onnx.load(str(onnx_path), load_external_data=False)
+    sizes = {VOCAB_SIZE: str(vocab_size)}
+    if type_vocab_size is not None:
+        sizes[TYPE_VOCAB_SIZE] = str(type_vocab_size)
+    onnx.helper.set_model_props(proto, sizes)
+    onnx.save(proto, str(onnx_path))
 
 
 def _sequence_lengths(sequence_length: int | None, limit: int) -> tuple[int, int]:

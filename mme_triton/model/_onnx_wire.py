@@ -2,12 +2,13 @@
 
 ``onnx.load`` decodes the whole ``ModelProto``: a 1.5 GB model with embedded weights costs seconds and
 twice its size in memory. Validation needs only the graph's inputs, outputs and initializer names (plus
-where external data lives), so this walks the protobuf wire format and seeks past everything else. The
-small ``ValueInfoProto`` messages it returns are decoded by the ``onnx`` package.
+where external data lives), and the profile the model's metadata, so this walks the protobuf wire format
+and seeks past everything else. The small ``ValueInfoProto`` messages it returns are decoded by the
+``onnx`` package.
 
-Field numbers are from onnx.proto: ModelProto.graph = 7; GraphProto.initializer = 5, input = 11,
-output = 12, sparse_initializer = 15; TensorProto.name = 8, external_data = 13, data_location = 14;
-StringStringEntryProto.key = 1, value = 2; SparseTensorProto.values = 1.
+Field numbers are from onnx.proto: ModelProto.graph = 7, metadata_props = 14; GraphProto.initializer = 5,
+input = 11, output = 12, sparse_initializer = 15; TensorProto.name = 8, external_data = 13,
+data_location = 14; StringStringEntryProto.key = 1, value = 2; SparseTensorProto.values = 1.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import BinaryIO
 
 from mme_triton.model._files import open_regular
 
-__all__ = ["GraphParts", "WireFormatError", "read_graph_parts"]
+__all__ = ["GraphParts", "WireFormatError", "read_graph_parts", "read_model_metadata"]
 
 _VARINT, _FIXED64, _LENGTH, _START_GROUP, _END_GROUP, _FIXED32 = 0, 1, 2, 3, 4, 5
 _EXTERNAL = 1  # TensorProto.DataLocation.EXTERNAL
@@ -53,6 +54,19 @@ def read_graph_parts(path: str | os.PathLike[str]) -> GraphParts:
     return parts
 
 
+def read_model_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
+    """The model's ``metadata_props`` (key -> value), read without its graph; raises
+    :class:`WireFormatError` when the file is malformed."""
+    metadata: dict[str, str] = {}
+    with io.BufferedReader(open_regular(path)) as stream:
+        size = os.fstat(stream.fileno()).st_size
+        for number, wire, start, length in _fields(stream, 0, size):
+            if number == 14 and wire == _LENGTH:
+                key, value = _string_entry(stream, start, length)
+                metadata[key] = value
+    return metadata
+
+
 def _read_graph(stream: BinaryIO, start: int, end: int, parts: GraphParts) -> None:
     for number, wire, offset, length in _fields(stream, start, end):
         if wire != _LENGTH:
@@ -79,20 +93,26 @@ def _read_tensor(stream: BinaryIO, start: int, end: int, parts: GraphParts) -> N
         elif number == 14 and wire == _VARINT:
             external = offset == _EXTERNAL
         elif number == 13 and wire == _LENGTH:
-            key = value = ""
-            for entry, entry_wire, entry_offset, entry_length in _fields(stream, offset, offset + length):
-                if entry_wire != _LENGTH:
-                    continue
-                text = _read(stream, entry_offset, entry_length).decode("utf-8", "replace")
-                if entry == 1:
-                    key = text
-                elif entry == 2:
-                    value = text
+            key, value = _string_entry(stream, offset, length)
             if key == "location":
                 locations.append(value)
     parts.initializers.append(name)
     if external:
         parts.external_locations.extend(locations)
+
+
+def _string_entry(stream: BinaryIO, offset: int, length: int) -> tuple[str, str]:
+    """A ``StringStringEntryProto``'s key and value."""
+    key = value = ""
+    for entry, entry_wire, entry_offset, entry_length in _fields(stream, offset, offset + length):
+        if entry_wire != _LENGTH:
+            continue
+        text = _read(stream, entry_offset, entry_length).decode("utf-8", "replace")
+        if entry == 1:
+            key = text
+        elif entry == 2:
+            value = text
+    return key, value
 
 
 def _fields(stream: BinaryIO, start: int, end: int) -> Iterator[tuple[int, int, int, int]]:

@@ -66,7 +66,35 @@ def check_config(
     problems.extend(_check_batching(config, where))
     problems.extend(_check_instance_groups(config, where, backend))
     problems.extend(_check_ensemble_fields(config, where))
+    if backend == "onnxruntime":
+        problems.extend(_check_onnxruntime_threads(config, where))
     return problems
+
+
+def _check_onnxruntime_threads(config: ModelConfig, where: str) -> list[Problem]:
+    """ONNX Runtime runs the operators of a graph one after the other unless ``execution_mode`` is 1
+    (parallel), and then ignores ``inter_op_num_threads`` ("If sequential execution is enabled this value
+    is ignored, it acts as if it was set to 1": onnxruntime_c_api.h, SetInterOpNumThreads). Triton's
+    onnxruntime backend passes both parameters through, sequential when ``execution_mode`` is unset."""
+    parameters = config.parameters
+    if "inter_op_thread_count" not in parameters:
+        return []
+    threads = parameters["inter_op_thread_count"].string_value.strip()
+    mode = parameters["execution_mode"].string_value.strip() if "execution_mode" in parameters else ""
+    if not threads.isdigit() or int(threads) <= 1 or mode not in ("", "0"):
+        return []
+    how = 'execution_mode "0" (sequential)' if mode else "no execution_mode (sequential, the default)"
+    return [
+        Problem(
+            "warning",
+            codes.INTER_OP_THREADS_IGNORED,
+            f"inter_op_thread_count {threads} does nothing with {how}: ONNX Runtime runs one operator at a "
+            "time and ignores it; set execution_mode parallel (configure_model(..., "
+            'execution_mode="parallel")) for operators to run side by side, or remove inter_op_thread_count '
+            "(intra_op_thread_count sets the threads inside each operator)",
+            where,
+        )
+    ]
 
 
 def _check_tensors(

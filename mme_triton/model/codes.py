@@ -70,6 +70,9 @@ DYNAMIC_BATCHING_WITHOUT_BATCHING: Final = "dynamic-batching-without-batching"
 PREFERRED_BATCH_SIZE_INVALID: Final = "preferred-batch-size-invalid"
 INSTANCE_GROUP_INVALID: Final = "instance-group-invalid"
 
+# --- backend parameters ----------------------------------------------------------------------------
+INTER_OP_THREADS_IGNORED: Final = "inter-op-threads-ignored"
+
 # --- ensembles -------------------------------------------------------------------------------------
 ENSEMBLE_SCHEDULING_MISSING: Final = "ensemble-scheduling-missing"
 ENSEMBLE_SCHEDULING_UNEXPECTED: Final = "ensemble-scheduling-unexpected"
@@ -158,6 +161,9 @@ CODES: Final[dict[str, CodeInfo]] = {
     ),
     PREFERRED_BATCH_SIZE_INVALID: CodeInfo("error", "preferred_batch_size not in 1..max_batch_size"),
     INSTANCE_GROUP_INVALID: CodeInfo("error", "instance_group count negative, or gpus with KIND_CPU"),
+    INTER_OP_THREADS_IGNORED: CodeInfo(
+        "warning", "inter_op_thread_count with sequential execution: ONNX Runtime ignores it"
+    ),
     ENSEMBLE_SCHEDULING_MISSING: CodeInfo("error", "platform ensemble without ensemble_scheduling"),
     ENSEMBLE_SCHEDULING_UNEXPECTED: CodeInfo("error", "ensemble_scheduling on a model that is no ensemble"),
     ENSEMBLE_STEP_MODEL_MISSING: CodeInfo("error", "an ensemble step names a model not in the repository"),

@@ -10,7 +10,10 @@ Three sources, one result (:class:`Request` objects, played round-robin by the l
   ``b64`` contents are read as perf_analyzer reads them;
 - nothing: random data that matches each candidate's config, ``batch_size`` rows for a batching model,
   variable (-1) dims from ``shapes`` or 1; floats in [0, 1), integers in [0, 100), booleans, and BYTES
-  elements of 16 random letters.
+  elements of 16 random letters. A text encoder's integer inputs take values it accepts
+  (:func:`~mme_triton.model._token_inputs.token_value_ranges`): ``attention_mask`` all ones,
+  ``token_type_ids`` below the ``type_vocab_size`` its ONNX export recorded (0 when none is recorded),
+  ``input_ids`` below the recorded ``vocab_size``.
 
 Random data and data files follow each candidate's own config, so a grid over ``max_batch_size`` is fed
 right; arrays are the caller's and are sent as they are. A model with ``max_batch_size: 0`` takes one row
@@ -121,7 +124,13 @@ def input_arrays(
             f"batch_size {batch_size} is over the max_batch_size {config.max_batch_size} of {model_dir.name}"
         )
     if inputs is None:
-        return [_random(config, batching, batch_size, shapes or {}, seed + index) for index in range(count)]
+        from mme_triton.model._token_inputs import token_value_ranges
+
+        ranges = token_value_ranges(model_dir, config)
+        return [
+            _random(config, batching, batch_size, shapes or {}, ranges, seed + index)
+            for index in range(count)
+        ]
     if isinstance(inputs, (str, os.PathLike)):
         return _from_data_file(Path(inputs), config, batching, batch_size)
     if isinstance(inputs, Mapping):
@@ -146,7 +155,12 @@ def _tensor_specs(config: Any) -> list[tuple[str, str, list[int]]]:
 
 
 def _random(
-    config: Any, batching: bool, batch_size: int, shapes: Mapping[str, Sequence[int]], seed: int
+    config: Any,
+    batching: bool,
+    batch_size: int,
+    shapes: Mapping[str, Sequence[int]],
+    ranges: Mapping[str, tuple[int, int]],
+    seed: int,
 ) -> dict[str, Any]:
     import numpy as np
 
@@ -171,7 +185,9 @@ def _random(
             if dtype.kind == "f" or datatype in ("FP16", "BF16"):
                 arrays[name] = rng.random(size=shape, dtype=np.float32).astype(dtype)
             else:
-                arrays[name] = rng.integers(0, 100, size=shape).astype(dtype)
+                low, high = ranges.get(name, (0, 100))
+                high = min(high, int(np.iinfo(dtype).max) + 1)
+                arrays[name] = rng.integers(low, high, size=shape).astype(dtype)
     return arrays
 
 

@@ -27,12 +27,12 @@ from mme_triton.profile.inputs import Request
 __all__ = [
     "HTTPConnection",
     "InvokeEndpointConnection",
+    "error_text",
     "first_answer",
     "http_json",
     "triton_statistics",
 ]
 
-_ERROR_TEXT = 300
 _KEPT = 4096
 _READ_SIZE = 256 * 1024
 _HEAD_LIMIT = 64 * 1024
@@ -127,7 +127,7 @@ class HTTPConnection:
         except (OSError, http.client.HTTPException) as exc:
             return f"{type(exc).__name__}: {exc}"
         if status != 200:
-            return f"HTTP {status}: {body[:_ERROR_TEXT].decode('utf-8', 'replace')}"
+            return error_text(status, body)
         return None
 
     def close(self) -> None:
@@ -243,7 +243,8 @@ class InvokeEndpointConnection:
             if isinstance(cause, ClientError):
                 code = error_code(cause)
                 status = 429 if code in _NOT_READY_CODES else http_status(cause) or 500
-                return status, f"{code}: {error_message(cause)}"[:_ERROR_TEXT]
+                fields = {**cause.response.get("Error", {}), **cause.response}
+                return status, f"{code}: {_cause(fields) or error_message(cause)}"[:_KEPT]
             if isinstance(cause, BotoCoreError):
                 return 0, f"{type(cause).__name__}: {cause}"
             raise
@@ -271,11 +272,39 @@ def first_answer(connection: Any, request: Request, *, timeout: float = 360.0) -
         elapsed = time.perf_counter() - started
         if status == 200:
             return elapsed, None
-        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body)
         if status not in _NOT_READY_STATUSES or time.perf_counter() + delay > deadline:
-            return elapsed, f"HTTP {status}: {text[:_ERROR_TEXT]}"
+            return elapsed, error_text(status, body) if isinstance(body, bytes) else f"HTTP {status}: {body}"
         time.sleep(delay)
         delay = min(delay * 2, 2.0)
+
+
+def error_text(status: int, body: bytes) -> str:
+    """``"HTTP <status>: <cause>"`` for an error answer, the cause whole.
+
+    The cause is taken out of the body where it has a known shape: a SageMaker ``ModelError``'s
+    ``OriginalMessage`` with its ``OriginalStatusCode`` (what the model answered; Triton's
+    ``{"error": "..."}`` unwrapped), another SageMaker error's ``Message``, Triton's own ``error``; any
+    other body is its text. A connection keeps the first 4 KiB of a body, which bounds it.
+    """
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        document = json.loads(text) if text.startswith("{") else None
+    except ValueError:
+        document = None
+    cause = _cause(document) if isinstance(document, Mapping) else None
+    return f"HTTP {status}: {cause or text}"
+
+
+def _cause(document: Mapping[str, Any]) -> str | None:
+    from mme_triton.client._errors_map import triton_message
+
+    original = document.get("OriginalMessage")
+    if isinstance(original, str):
+        return f"the model answered {document.get('OriginalStatusCode', '?')}: {triton_message(original)}"
+    for key in ("Message", "message", "error"):
+        if isinstance(document.get(key), str):
+            return str(document[key])
+    return None
 
 
 def http_json(url: str, *, method: str = "GET", body: Any = None, timeout: float = 30.0) -> tuple[int, Any]:

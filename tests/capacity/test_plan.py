@@ -175,9 +175,78 @@ def test_capacity_plan_plot_draws_hit_ratio_and_p99_per_type(
         min_hit_ratio=0.9,
     )
     figure = plan.plot()
-    hit_axes, p99_axes = figure.axes
-    assert [line.get_label() for line in p99_axes.get_lines()][:2] == ["ml.g5.xlarge", "ml.g5.2xlarge"]
+    hit_axes, p99_axes, busy_axes, cost_axes = figure.axes
+    # the two g5 sizes have the same GPU memory for models: the same results, which the legend says
+    assert [line.get_label() for line in p99_axes.get_lines()][:2] == [
+        "ml.g5.xlarge",
+        "ml.g5.2xlarge (hit ratio, p99 as ml.g5.xlarge)",
+    ]
     assert list(hit_axes.get_lines()[0].get_ydata()) == [plan.rows[0].hit_ratio, plan.rows[1].hit_ratio]
+    assert list(cost_axes.get_lines()[0].get_ydata()) == [
+        plan.rows[0].cost_per_hour,
+        plan.rows[1].cost_per_hour,
+    ]
+    assert list(busy_axes.get_lines()[0].get_ydata()) == [
+        plan.rows[0].processor_utilization,
+        plan.rows[1].processor_utilization,
+    ]
+
+
+def _row(template: PlanRow, kind: str, count: int, hit_ratio: float, p99: float, cost: float) -> PlanRow:
+    """``template`` with these figures (a plan meets the 0.9 hit-ratio target of the test below or not)."""
+    meets = hit_ratio >= 0.9
+    return dataclasses.replace(
+        template, instance_type=kind, instance_count=count, hit_ratio=hit_ratio, p99_s=p99,
+        cost_per_hour=cost, meets_targets=meets, reason="" if meets else "hit ratio",
+    )  # fmt: skip
+
+
+def test_capacity_plan_plot_keeps_types_with_the_same_results_apart_and_plots_cost(
+    models: list[ModelProfile], traffic: Traffic
+) -> None:
+    """ml.m5.xlarge and ml.c5.2xlarge hold the same models (same memory for them): the same hit ratio and
+    p99 at every count, told apart by the plot; their costs differ, and cost chose the winner."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    template = plan_capacity(models, traffic, instance_types=["ml.g5.xlarge"], instance_counts=(1,)).rows[0]
+    rows = [
+        _row(template, kind, count, hit, p99, price * count)
+        for kind, price in (("ml.m5.xlarge", 0.23), ("ml.c5.2xlarge", 0.408), ("ml.m5.2xlarge", 0.4))
+        for count, (hit, p99) in zip((1, 2), ((0.8, 4.0), (0.95, 0.5)) if kind != "ml.m5.2xlarge" else
+                                     ((0.9, 1.0), (0.99, 0.2)), strict=True)
+    ]  # fmt: skip
+    plan = CapacityPlan(tuple(rows), {"min_hit_ratio": 0.9, "p99_s": None, "max_cost": None}, {}, ())
+    assert (plan.best.instance_type, plan.best.instance_count, plan.best_basis) == (
+        "ml.m5.2xlarge",
+        1,
+        "cost",
+    )
+
+    figure = plan.plot()
+
+    hit_axes, p99_axes, _busy_axes, cost_axes = figure.axes
+    for axes in (hit_axes, p99_axes):
+        m5, c5 = axes.get_lines()[0], axes.get_lines()[1]
+        assert list(m5.get_ydata()) == list(c5.get_ydata())  # the same results ...
+        assert all(a != b for a, b in zip(m5.get_xdata(), c5.get_xdata(), strict=True))  # ... drawn apart
+        assert (m5.get_marker(), m5.get_linestyle()) != (c5.get_marker(), c5.get_linestyle())
+    legend = figure.legends[0]
+    assert [t.get_text() for t in legend.get_texts()][:2] == [
+        "ml.m5.xlarge",
+        "ml.c5.2xlarge (hit ratio, p99 as ml.m5.xlarge)",
+    ]
+    assert "cheapest" in cost_axes.get_title()
+    assert [list(line.get_ydata()) for line in cost_axes.get_lines()][:3] == [
+        [0.23, 0.46], [0.408, 0.816], [0.4, 0.8]
+    ]  # fmt: skip
+    assert "best: 1 x ml.m5.2xlarge" in figure.get_suptitle()
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    assert all(axes.get_legend() is None for axes in figure.axes)
+    assert not any(
+        legend.get_window_extent(renderer).overlaps(a.get_window_extent(renderer)) for a in figure.axes
+    )
 
 
 @pytest.mark.parametrize(

@@ -165,3 +165,23 @@ def test_async_client_models_shortcut_lists_the_prefix_it_was_given(moto_url: st
             return await client.models()
 
     assert asyncio.run(listed()) == ["a.tar.gz", "b.tar.gz"]
+
+
+def test_suggest_target_models_lists_the_archives_that_start_with_the_name(moto_url: str) -> None:
+    """The TargetModel with its .tar.gz first, then the shorter names; nothing deeper under the prefix."""
+    from mme_triton.client._target_hint import suggest_target_models
+
+    s3 = _aws("s3", moto_url)
+    bucket = f"models-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=bucket)
+    for key in ("blog/resnet-v2.tar.gz", "blog/resnet50.tar.gz", "blog/resnet.tar.gz", "blog/resnet/x.tar.gz",
+                "blog/resnet.onnx", "blog/bert.tar.gz", "other/resnet.tar.gz"):  # fmt: skip
+        s3.put_object(Bucket=bucket, Key=key, Body=b"x")
+
+    assert suggest_target_models(s3, bucket, "blog/resnet", "resnet") == [
+        "resnet.tar.gz",
+        "resnet50.tar.gz",
+        "resnet-v2.tar.gz",
+    ]
+    assert suggest_target_models(s3, bucket, "blog/resnet.tar", "resnet.tar") == ["resnet.tar.gz"]
+    assert suggest_target_models(s3, bucket, "blog/vit", "vit") == []

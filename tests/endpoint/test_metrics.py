@@ -363,3 +363,36 @@ def test_endpoint_handle_metrics_reads_with_its_session(plane: Any, sm: Any, win
             "handled", start=_utc(window), end=_utc(window + 60), boto3_session=plane.boto3_session()
         ).summary()
     )
+
+
+def test_endpoint_metrics_plot_spans_the_data_and_names_the_window(tmp_path: Path) -> None:
+    """Twenty seconds of traffic read with a ten-minute window: the x-axis is the twenty seconds (and a
+    period of room), not the window; the title says the window."""
+    from matplotlib.dates import date2num
+
+    from mme_triton.endpoint.metrics import MetricPoint
+
+    end = datetime(2026, 1, 1, 12, 10, tzinfo=timezone.utc)
+    first = end - timedelta(seconds=20)
+    points = tuple(
+        MetricPoint(
+            metric, "AllTraffic", statistic, first + timedelta(seconds=second), value, "None", namespace
+        )
+        for second in range(20)
+        for metric, statistic, value, namespace in (
+            ("Invocations", "Sum", 5.0, "AWS/SageMaker"),
+            ("ModelCacheHit", "Sum", 4.0, "AWS/SageMaker"),
+            ("ModelCacheHit", "SampleCount", 5.0, "AWS/SageMaker"),
+            ("LoadedModelCount", "Maximum", 2.0, "/aws/sagemaker/Endpoints"),
+        )
+    )
+    metrics = EndpointMetrics("short", ("AllTraffic",), end - timedelta(minutes=10), end, 1, points)
+
+    figure = metrics.plot(tmp_path / "short.png")
+
+    low, high = figure.axes[0].get_xlim()
+    assert low <= date2num(first) and high >= date2num(first + timedelta(seconds=19))
+    assert (high - low) * 86400 <= 25  # the data fill the width: 20 s of data, a period of room each side
+    title = figure._suptitle.get_text()
+    assert "window read: 10 min (2026-01-01 12:00:00 to 12:10:00 UTC), period 1 s" in title
+    assert "data: 20 s from 12:09:40" in title

@@ -27,6 +27,7 @@ from mme_triton import (
     configure_model,
     deploy_mme,
     new_python_model,
+    profile_model,
     read_config,
     validate_model,
 )
@@ -176,24 +177,32 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     }
 
 
+ENVIRONMENT = {"SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": "16777216"}
+
+
 @pytest.fixture(scope="module")
-def client(prepared: dict[str, Any]) -> Iterator[MMEClient]:
+def stack() -> Iterator[Any]:
     from mme_triton.local import LocalStack
 
+    with LocalStack() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def client(prepared: dict[str, Any], stack: Any) -> MMEClient:
     repository: Path = prepared["repository"]
-    with LocalStack() as stack:
-        session = stack.boto3_session()
-        deploy_mme(
-            ENDPOINT,
-            stack.model_data_url("prep/"),
-            models=[repository / name for name in SERVED],
-            role=stack.role_arn,
-            instance_type="ml.m5.xlarge",
-            environment={"SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE": "16777216"},
-            poll_interval=0.1,
-            boto3_session=session,
-        )
-        yield MMEClient(ENDPOINT, boto3_session=session)
+    session = stack.boto3_session()
+    deploy_mme(
+        ENDPOINT,
+        stack.model_data_url("prep/"),
+        models=[repository / name for name in SERVED],
+        role=stack.role_arn,
+        instance_type="ml.m5.xlarge",
+        environment=ENVIRONMENT,
+        poll_interval=0.1,
+        boto3_session=session,
+    )
+    return MMEClient(ENDPOINT, boto3_session=session)
 
 
 def _encoder_inputs(rng: np.random.Generator, names: list[str]) -> dict[str, np.ndarray]:
@@ -278,3 +287,26 @@ def test_ensemble_of_tokenizer_and_encoder_serves_end_to_end(
         want = prepared["bert"](**encoded)
     np.testing.assert_allclose(answer["last_hidden_state"], want.last_hidden_state.numpy(), atol=ATOL)
     np.testing.assert_allclose(answer["pooler_output"], want.pooler_output.numpy(), atol=ATOL)
+
+
+def test_exported_encoder_profiles_with_its_default_inputs(stack: Any, prepared: dict[str, Any]) -> None:
+    """profile_model's random inputs for the exported BERT (two token types, 100 tokens) stay within the
+    sizes its export recorded: the candidate is measured, not failed in the embedding lookup."""
+    report = profile_model(
+        prepared["repository"] / "bert",
+        stack=stack,
+        concurrency=(1,),
+        shapes={"input_ids": [16], "attention_mask": [16], "token_type_ids": [16]},
+        window=0.2,
+        window_requests=5,
+        warmup=0.1,
+        stability=0.9,
+        max_trials=3,
+        environment=ENVIRONMENT,
+        progress=False,
+    )
+
+    (result,) = report.results
+    assert result.status == "ok", result.problems
+    assert result.cold_start_s is not None and len(result.levels) == 1
+    assert result.levels[0].requests > 0 and result.levels[0].errors == 0, result.levels[0].error

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from mme_triton import validate_model
+from mme_triton import read_config, validate_model
 from mme_triton.export import ExportError, export_transformers
 from mme_triton.model.config import format_config, parse_config_file
 from mme_triton.model.validate import validate_repository
+from mme_triton.profile.inputs import input_arrays
 
 pytestmark = pytest.mark.torch
 
@@ -98,6 +101,84 @@ def test_export_transformers_without_tokenizer_reads_token_types_from_config(
     assert [t.name for t in config.input] == ["input_ids", "attention_mask"]
     assert not (model_dir / "tokenizer").exists()
     assert validate_model(model_dir) == []
+
+
+# The table of docs/export.md that says which models get token_type_ids: model config, tokenizer, outcome.
+_TOKEN_TYPE_ROW = re.compile(
+    r"^\s*\| `(?P<config>\w+Config\([^`]*\))`[^|]*\| (?P<tokenizer>[^|]+?) "
+    r"\| (?P<outcome>exported|not exported) \|$",
+    re.MULTILINE,
+)
+_TINY = {
+    "BertConfig": {
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "intermediate_size": 37,
+    },
+    "RobertaConfig": {
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "intermediate_size": 37,
+        "max_position_embeddings": 40,
+        "pad_token_id": 1,
+    },
+    "DistilBertConfig": {"dim": 32, "n_layers": 2, "n_heads": 2, "hidden_dim": 37},
+}
+
+
+def _documented_token_type_rows() -> list[tuple[str, str, bool]]:
+    text = (Path(__file__).parents[2] / "docs" / "export.md").read_text(encoding="utf-8")
+    return [
+        (m["config"], m["tokenizer"].strip(), m["outcome"] == "exported")
+        for m in _TOKEN_TYPE_ROW.finditer(text)
+    ]
+
+
+def test_export_transformers_token_type_ids_as_docs_export_md_states(
+    tmp_path: Path, roberta_tokenizer: Any
+) -> None:
+    """Each row of docs/export.md's table, exported as written: a RobertaConfig() has two token types by
+    default, so without a tokenizer its export takes token_type_ids."""
+    transformers = importlib.import_module("transformers")
+    rows = _documented_token_type_rows()
+    assert ("RobertaConfig()", "none", True) in rows and len(rows) >= 4
+    for index, (expression, tokenizer_cell, exported) in enumerate(rows):
+        call = ast.parse(expression, mode="eval").body
+        assert isinstance(call, ast.Call) and isinstance(call.func, ast.Name), expression
+        options = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg is not None}
+        config = getattr(transformers, call.func.id)(vocab_size=100, **_TINY[call.func.id], **options)
+        torch.manual_seed(0)
+        model = transformers.AutoModel.from_config(config).eval()
+        tokenizer = None if tokenizer_cell == "none" else roberta_tokenizer
+
+        model_dir = export_transformers(model, tmp_path / f"m{index}", tokenizer=tokenizer)
+
+        names = [t.name for t in read_config(model_dir).input]
+        assert ("token_type_ids" in names) is exported, (expression, tokenizer_cell, names)
+
+
+def test_export_transformers_records_the_vocabulary_the_profile_inputs_keep_to(tmp_path: Path) -> None:
+    """A RoBERTa of 30 tokens and (by default) two token types: its export records both sizes, and the
+    profile's default random inputs, long sequences of them, run in ONNX Runtime (ids of [0, 100) fail in
+    the embedding lookup)."""
+    transformers = importlib.import_module("transformers")
+    torch.manual_seed(0)
+    config = transformers.RobertaConfig(vocab_size=30, **_TINY["RobertaConfig"])
+    model_dir = export_transformers(transformers.RobertaModel(config).eval(), tmp_path / "roberta")
+
+    session = _session(model_dir)
+    assert session.get_modelmeta().custom_metadata_map == {"vocab_size": "30", "type_vocab_size": "2"}
+    shapes = {name: [24] for name in ("input_ids", "attention_mask", "token_type_ids")}
+    requests = input_arrays(model_dir, batch_size=4, shapes=shapes, count=6)
+
+    for arrays in requests:
+        assert arrays["input_ids"].max() < 30 and set(np.unique(arrays["token_type_ids"])) <= {0, 1}
+        assert (arrays["attention_mask"] == 1).all()
+        hidden, _ = session.run(None, arrays)
+        assert hidden.shape == (4, 24, 32) and np.isfinite(hidden).all()
+    assert {int(t) for arrays in requests for t in np.unique(arrays["token_type_ids"])} == {0, 1}
 
 
 def test_export_transformers_distilbert_has_no_pooler(tmp_path: Path) -> None:

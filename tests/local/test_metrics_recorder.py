@@ -219,6 +219,38 @@ def test_sink_invocation_publishes_sagemakers_metrics(cloudwatch: Any, window: f
     assert sums("OverheadLatency")[0] == 5.0
 
 
+def test_route_records_no_load_wait_for_a_miss_whose_model_never_came(cloudwatch: Any, window: float) -> None:
+    """ModelLoadingWaitTime is a request's wait for its model "in order to perform inference": a miss that
+    was served, and one that gave up on a load still under way, waited; a TargetModel not in S3 (a 4xx)
+    waited for nothing, and counts as a miss and an error only."""
+    from mme_triton.local.route.metrics import record_invocation
+    from mme_triton.local.route.responses import model_data_not_found, model_not_ready, success
+
+    recorder = MetricsRecorder(cloudwatch, period=60, clock=Clock(window + 2))
+    sink: EndpointMetricsSink = recorder.endpoint("waits")
+    now = time.monotonic()
+    served = {"started": now - 1.0, "acquired": now - 0.2, "sent": now - 0.2, "answered": now - 0.1}
+    record_invocation(sink, success(b"{}", "application/json", "AllTraffic"), served)
+    record_invocation(sink, model_not_ready("big.tar.gz", 60.0), {"started": now - 60.0})
+    for _ in range(3):
+        record_invocation(sink, model_data_not_found("bucket", "prefix/resnet"), {"started": now - 0.01})
+    hit = {"started": now - 0.01, "hit": 1.0, "sent": now - 0.01, "answered": now}
+    record_invocation(sink, success(b"{}", "application/json", "AllTraffic"), hit)
+    recorder.stop()
+
+    def point(name: str) -> dict[str, Any]:
+        [found] = _statistics(cloudwatch, name, "waits", window)
+        return found
+
+    wait = point("ModelLoadingWaitTime")
+    assert wait["SampleCount"] == 2.0
+    assert wait["Minimum"] == pytest.approx(0.8e6, abs=1e3) and wait["Maximum"] == pytest.approx(
+        60e6, abs=1e3
+    )
+    assert (point("ModelCacheHit")["SampleCount"], point("ModelCacheHit")["Sum"]) == (6.0, 1.0)
+    assert point("Invocation4XXErrors")["Sum"] == 4.0  # the not-ready answer (429) and the three 400s
+
+
 def test_recorder_keeps_data_for_the_next_try_when_cloudwatch_cannot_be_reached(
     plane: Any, window: float, caplog: pytest.LogCaptureFixture
 ) -> None:

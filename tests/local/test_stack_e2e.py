@@ -170,6 +170,39 @@ def test_stack_unknown_target_model(endpoint: dict[str, Any]) -> None:
     assert mapped.value.target_model == "missing.tar.gz"
 
 
+def test_stack_target_model_without_tar_gz_is_named_in_the_clients_error(endpoint: dict[str, Any]) -> None:
+    """SageMaker's answer names only the object it looked for; the client's error names the archive the
+    prefix holds, from one S3 listing made on that error and no other."""
+    listings: list[str] = []
+
+    def count(**kwargs: Any) -> None:
+        listings.append(kwargs["params"]["Prefix"])
+
+    session = endpoint["session"]
+    session.events.register("provide-client-params.s3.ListObjectsV2", count)
+    try:
+        client = MMEClient(ENDPOINT, boto3_session=session)
+        with pytest.raises(ClientError) as raw:
+            endpoint["runtime"].invoke_endpoint(
+                EndpointName=ENDPOINT, TargetModel="linear", Body=_json_body()
+            )
+        assert "did you mean" not in raw.value.response["Error"]["Message"]
+        assert client.infer("linear.tar.gz", {"INPUT0": X})["OUTPUT0"].shape == (2, 3)
+        with pytest.raises(InvalidInputError):
+            client.infer("linear.tar.gz", {"BAD": X})
+        assert listings == []
+
+        with pytest.raises(ModelNotFoundError) as mapped:
+            client.infer("linear", {"INPUT0": X})
+    finally:
+        session.events.unregister("provide-client-params.s3.ListObjectsV2", count)
+
+    assert listings == ["e2e/linear"]
+    assert mapped.value.suggestions == ("linear.tar.gz",)
+    assert str(mapped.value).endswith("(did you mean 'linear.tar.gz'?)")
+    assert "key: e2e/linear)" in str(mapped.value)  # SageMaker's words are kept
+
+
 def test_stack_bad_input_is_a_model_error(endpoint: dict[str, Any]) -> None:
     with pytest.raises(ClientError) as raw:
         endpoint["runtime"].invoke_endpoint(

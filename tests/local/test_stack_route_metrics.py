@@ -183,6 +183,37 @@ def test_stack_route_counts_errors_by_class(
     }
 
 
+def test_stack_route_load_wait_leaves_out_requests_for_a_model_not_in_s3(
+    two_slots: LocalStack, model_writers: dict[str, Any], tmp_path: Path
+) -> None:
+    """A TargetModel without .tar.gz (not in S3) is a miss and a 4xx, not a wait: the mean wait is the one
+    served miss's, which spans its model's download and load."""
+    since = _since()
+    deploy_on(two_slots, "waits", [model_writers["scale"](tmp_path, "resnet")])
+    client = MMEClient("waits", boto3_session=two_slots.boto3_session())
+    runtime_client = two_slots.client("sagemaker-runtime")
+    for _ in range(2):
+        client.infer("resnet.tar.gz", {"INPUT0": X})
+    for _ in range(4):
+        with pytest.raises(ClientError, match="ValidationError"):
+            runtime_client.invoke_endpoint(EndpointName="waits", TargetModel="resnet", Body=b"{}")
+    two_slots.metrics.flush()
+
+    summary = mt.endpoint_metrics(
+        "waits", start=since, end=datetime.now(timezone.utc) + timedelta(minutes=1),
+        boto3_session=two_slots.boto3_session(),
+    ).summary()  # fmt: skip
+
+    assert (summary["invocations"], summary["cache_hits"], summary["cache_misses"]) == (6, 1, 5)
+    assert summary["errors_4xx"] == 4 and summary["loads"] == 1
+    load_wait = _statistics(
+        two_slots.client("cloudwatch"), "AWS/SageMaker", "ModelLoadingWaitTime", "waits", since
+    )
+    assert load_wait["SampleCount"] == 1
+    assert summary["load_wait_mean_s"] == summary["load_wait_max_s"]
+    assert summary["load_wait_mean_s"] >= summary["download_mean_s"] + summary["load_mean_s"]
+
+
 def test_stack_route_publishes_the_triton_process_utilization(
     two_slots: LocalStack, model_writers: dict[str, Any], tmp_path: Path
 ) -> None:

@@ -90,6 +90,7 @@ ONNX_FILES: dict[str, Callable[[], bytes]] = {
     "ensemble_shape_mismatch/linear/1/model.onnx": linear_onnx,
     "ensemble_batch_size_mismatch/linear/1/model.onnx": linear_onnx,
     "onnx_check_skipped/linear/1/model.onnx": linear_onnx,
+    "inter_op_threads_ignored/linear/1/model.onnx": linear_onnx,
     "onnx_external_data_missing/linear/1/model.onnx": external_weights_onnx,
     "onnx_tensor_missing/linear/1/model.onnx": linear_onnx,
     "onnx_datatype_mismatch/linear/1/model.onnx": linear_onnx,

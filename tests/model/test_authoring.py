@@ -211,6 +211,31 @@ def test_configure_model_onnxruntime_parameters(
 
 
 @pytest.mark.parametrize(
+    ("preset", "options", "warned"),
+    [
+        ("onnx-cpu", {"inter_op_thread_count": 4}, True),
+        (None, {"inter_op_thread_count": 4}, True),
+        ("onnx-cpu", {"inter_op_thread_count": 4, "execution_mode": "parallel"}, False),
+        ("onnx-cpu", {"inter_op_thread_count": 1}, False),
+        ("onnx-cpu", {"intra_op_thread_count": 4}, False),
+    ],
+    ids=["preset-sequential", "default-sequential", "parallel", "one-thread", "intra-only"],
+)
+def test_inter_op_threads_under_sequential_execution_are_a_warning(
+    onnx_model: Path, preset: str | None, options: dict[str, Any], warned: bool
+) -> None:
+    """ONNX Runtime ignores inter_op_num_threads unless execution_mode is parallel; sequential is both the
+    onnx-cpu preset's choice and the default."""
+    configure_model(onnx_model, preset=preset, **options)
+
+    problems = validate_model(onnx_model)
+
+    assert [(p.severity, p.code) for p in problems] == [("warning", "inter-op-threads-ignored")] * warned
+    if warned:
+        assert "execution_mode" in problems[0].message and "parallel" in problems[0].message
+
+
+@pytest.mark.parametrize(
     ("level", "written"),
     [("basic", -1), ("extended", 1), ("disabled", 2)],
     ids=["basic", "extended", "disabled"],

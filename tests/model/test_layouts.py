@@ -66,6 +66,7 @@ LAYOUTS: list[tuple[str, str, set[str]]] = [
     ("dynamic_batching_without_batching", "scale", {"dynamic-batching-without-batching"}),
     ("preferred_batch_size_invalid", "scale", {"preferred-batch-size-invalid"}),
     ("instance_group_invalid", "scale", {"instance-group-invalid"}),
+    ("inter_op_threads_ignored", "linear", {"inter-op-threads-ignored"}),
     ("ensemble_scheduling_missing", "pipeline", {"ensemble-scheduling-missing"}),
     ("ensemble_scheduling_unexpected", "scale", {"ensemble-scheduling-unexpected"}),
     ("ensemble_step_model_missing", "pipeline", {"ensemble-step-model-missing"}),

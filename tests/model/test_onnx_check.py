@@ -182,7 +182,7 @@ def _graph_with_everything() -> bytes:
         sparse_initializer=[sparse],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
-    helper.set_model_props(model, {"author": "tests"})
+    helper.set_model_props(model, {"author": "tests", "vocab_size": "30522"})
     data: bytes = model.SerializeToString()
     onnx.load_from_string(data)  # well-formed for the reference parser too
     return data
@@ -191,7 +191,7 @@ def _graph_with_everything() -> bytes:
 def test_graph_scan_agrees_with_onnx_load(tmp_path: Path) -> None:
     import onnx
 
-    from mme_triton.model._onnx_wire import read_graph_parts
+    from mme_triton.model._onnx_wire import read_graph_parts, read_model_metadata
 
     path = tmp_path / "model.onnx"
     path.write_bytes(_graph_with_everything())
@@ -203,6 +203,8 @@ def test_graph_scan_agrees_with_onnx_load(tmp_path: Path) -> None:
     assert [onnx.ValueInfoProto.FromString(b) for b in parts.outputs] == list(reference.graph.output)
     assert parts.initializers == ["W", "b", "S"]
     assert parts.external_locations == ["weights/W.bin"]
+    assert read_model_metadata(path) == {p.key: p.value for p in reference.metadata_props}
+    assert read_model_metadata(path) == {"author": "tests", "vocab_size": "30522"}
 
 
 def test_check_onnx_reads_the_scanned_signature(tmp_path: Path) -> None:

@@ -106,3 +106,25 @@ def test_batch_size_outside_the_model_is_refused(tmp_path: Path, batch_size: int
 def test_inputs_of_another_kind_are_refused(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="inputs takes"):
         input_arrays(_model(tmp_path), 42)
+
+
+def test_random_inputs_of_an_encoder_keep_to_values_it_accepts(tmp_path: Path) -> None:
+    """attention_mask is all ones, token_type_ids the first type when no size is recorded (every
+    encoder has one), input_ids the default range without a recorded vocabulary."""
+    model = mt.new_python_model(
+        tmp_path / "repo",
+        "encoder",
+        inputs={name: ("INT64", [-1]) for name in ("input_ids", "attention_mask", "token_type_ids")},
+        outputs={"Y": ("FP32", [-1])},
+        max_batch_size=8,
+    )
+    requests = input_arrays(
+        model,
+        batch_size=4,
+        shapes={name: [32] for name in ("input_ids", "attention_mask", "token_type_ids")},
+        count=3,
+    )
+    for arrays in requests:
+        assert (arrays["attention_mask"] == 1).all() and (arrays["token_type_ids"] == 0).all()
+        assert arrays["input_ids"].min() >= 0 and arrays["input_ids"].max() < 100
+    assert len({arrays["input_ids"].tobytes() for arrays in requests}) == 3

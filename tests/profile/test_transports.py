@@ -3,6 +3,7 @@ answers, a server that closes, errors as the target words them; and the cold-sta
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -10,11 +11,20 @@ from typing import Any, ClassVar
 
 import pytest
 
+from mme_triton.local.route.responses import model_error
 from mme_triton.profile.inputs import Request
-from mme_triton.profile.transports import HTTPConnection, first_answer
+from mme_triton.profile.transports import HTTPConnection, InvokeEndpointConnection, first_answer
 
 BINARY = "application/vnd.sagemaker-triton.binary+json;json-header-size=13"
 REQUEST = Request(b'{"inputs":[]}BINARY', BINARY, {})
+# What the stack's ONNX Runtime backend answers for a token type beyond the model's table, ONNX Runtime's
+# message at its full length.
+ORT_CAUSE = (
+    "onnx runtime error for model 'rob.tar.gz': [ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Non-zero status "
+    "code returned while running Gather node. Name:'/model/embeddings/token_type_embeddings/Gather' Status "
+    "Message: indices element out of data bounds, idx=85 must be within the inclusive range [-2,1]"
+)
+ORT_ERROR = json.dumps({"error": ORT_CAUSE}).encode()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -38,6 +48,14 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if self.path.endswith("/refuse"):
             self._answer(400, b'{"error": "unexpected inference input \'BAD\'"}' + b" " * 10_000)
+            return
+        if "/model-error" in self.path:
+            answer = model_error(400, ORT_ERROR, endpoint_name="ep", region="us-east-1", account_id="1" * 12)
+            self.send_response(answer.status)
+            for name, value in answer.headers:
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(answer.body)
             return
         if self.path.endswith("/close"):
             self._answer(200, b"ok", close=True)
@@ -105,11 +123,36 @@ def test_http_connection_reconnects_after_the_server_closed(server: str) -> None
 def test_http_connection_reports_errors_as_the_target_words_them(server: str) -> None:
     connection = HTTPConnection(server, "/refuse")
     error = connection.send(REQUEST)
-    assert error is not None and error.startswith('HTTP 400: {"error": "unexpected inference input')
+    assert error is not None and error.startswith("HTTP 400: unexpected inference input 'BAD'")
     assert connection.send(REQUEST) is not None  # the connection is still usable after an error answer
     unreachable = HTTPConnection("http://127.0.0.1:9", "/x", timeout=2)
     refused = unreachable.send(REQUEST)
     assert refused is not None and refused.startswith("ConnectionRefusedError")
+
+
+def test_errors_carry_the_models_cause_whole(server: str) -> None:
+    """A ModelError from the InvokeEndpoint route: ONNX Runtime's cause, to its last word, after the status
+    the model answered, through the stack's HTTP route and through boto3 alike."""
+    import boto3
+    from botocore.config import Config
+
+    from mme_triton import MMEClient
+
+    http_error = HTTPConnection(server, "/model-error").send(REQUEST)
+    _, cold_error = first_answer(HTTPConnection(server, "/model-error"), REQUEST)
+    runtime = boto3.client(
+        "sagemaker-runtime",
+        endpoint_url=f"{server}/boto",
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+        config=Config(retries={"total_max_attempts": 1}),
+    )
+    client = MMEClient("model-error", runtime_client=runtime, max_retries_not_ready=0)
+    boto_error = InvokeEndpointConnection(client, "rob.tar.gz").send(REQUEST)
+
+    assert http_error == cold_error == f"HTTP 424: the model answered 400: {ORT_CAUSE}"
+    assert boto_error == f"ModelError: the model answered 400: {ORT_CAUSE}"
 
 
 def test_first_answer_retries_not_ready(server: str) -> None:

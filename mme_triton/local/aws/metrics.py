@@ -392,7 +392,9 @@ class EndpointMetricsSink:
             cache_hit: the target model was loaded when the request came.
             model_seconds: from sending the request to the container to its answer (``None``: never sent).
             overhead_seconds: the rest of the request's time on the stack, the wait for a load included.
-            load_wait_seconds: how long the request waited for its model's download and load (misses).
+            load_wait_seconds: how long the request waited for its model's download and load: a miss
+                whose model came, or that gave up on a load still under way; ``None`` for a hit and for a
+                miss whose model never came (not in S3, a failed load).
             instances: the variant's instance count (``InvocationsPerInstance`` is 1 / instances).
 
         Publishes ``Invocations`` 1, ``InvocationsPerInstance`` 1/instances, ``Invocation4XXErrors``,

@@ -130,20 +130,29 @@ def metric_status(response: RuntimeResponse) -> int | None:
 def record_invocation(sink: MetricsSink, response: RuntimeResponse, call: Mapping[str, float]) -> None:
     """Record one request that reached an endpoint, from ``call``'s ``time.monotonic()`` readings:
     ``started``; ``hit`` when its model was loaded when it came; when its model was ``acquired`` (the load
-    wait of a miss ends there, else when it was answered); when it was ``sent`` to Triton and ``answered``
-    (the model latency; the overhead is the rest of its time)."""
+    wait of a miss ends there, or when it is answered ``ModelNotReadyException``: it gave up on a load still
+    under way); when it was ``sent`` to Triton and ``answered`` (the model latency; the overhead is the rest
+    of its time).
+
+    A miss whose model never came — not in S3, an archive that does not extract, a load that failed, a
+    container being replaced — waited for nothing that could serve it: it has no load wait
+    (``ModelLoadingWaitTime`` is "the interval of time that an invocation request has waited for the
+    target model to be downloaded, or loaded, or both in order to perform inference"), and it still
+    counts as a miss and by its error."""
     now = time.monotonic()
     started = call["started"]
     total = max(0.0, now - started)
     sent, answered = call.get("sent"), call.get("answered")
     model = None if sent is None or answered is None else max(0.0, answered - sent)
     hit = "hit" in call
+    gave_up = ("x-amzn-ErrorType", "ModelNotReadyException") in response.headers
+    waited_until = call.get("acquired", now if gave_up else None)
     sink.invocation(
         status=metric_status(response),
         cache_hit=hit,
         model_seconds=model,
         overhead_seconds=max(0.0, total - (model or 0.0)),
-        load_wait_seconds=None if hit else max(0.0, call.get("acquired", now) - started),
+        load_wait_seconds=None if hit or waited_until is None else max(0.0, waited_until - started),
     )
 
 
