@@ -99,10 +99,20 @@ class Lifecycle(ModelCache):
             load_started = time.monotonic()
             try:
                 self._triton_load(triton, model_hash_of(target_model), copy.path, target_model)
-            except BaseException:
+            except BaseException as exc:
                 with self._idle:
                     self._reserved.pop(target_model, None)
+                    if isinstance(exc, LoadFailedError):
+                        # a copy that never loaded serves nothing: the next request downloads it again
+                        self._delete_copy(target_model)
                     self._idle.notify_all()
+                if isinstance(exc, LoadFailedError):
+                    logger.info(
+                        "endpoint %s: %s failed to load; its copy left the volume, the next request "
+                        "downloads it again",
+                        self.endpoint_name,
+                        target_model,
+                    )
                 raise
         except BaseException:
             with self._idle:
