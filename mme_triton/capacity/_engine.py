@@ -3,8 +3,10 @@
 Requests are taken in arrival order; the only events on the heap are what no arrival decides: a load or an
 unload ending, and a retry of loads that wait for memory. A request to a loaded model is placed at once:
 each model instance is a FIFO server, so its start is ``max(ready, the earliest server's free time)``
-(Kiefer-Wolfowitz), without an event of its own. A model is *in use* on an instance until the last
-request placed on it ends (``busy``); only models not in use are unloaded, least recently used first.
+(Kiefer-Wolfowitz), without an event of its own. A model is *in use* on an instance until
+:data:`~mme_triton._multimodel.IDLE_AFTER_S` after the last request placed on it ends (``busy``); only
+models not in use are unloaded, least recently used first. Routing, placement, what is unused and when a
+load gets room follow :mod:`mme_triton._multimodel`, the rules the embedded stack follows too.
 
 Plain Python lists and dicts on purpose: per request this is a few dict look-ups, which beats numpy's
 per-call overhead on scalars. Only the standard library is imported.
@@ -18,6 +20,10 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import count
+
+from mme_triton._multimodel import IDLE_AFTER_S, SPILL
+from mme_triton._multimodel import place as place_on
+from mme_triton._multimodel import route as route_to
 
 __all__ = ["ERROR_NAMES", "EngineResult", "ModelTable", "run"]
 
@@ -73,6 +79,7 @@ class _Batch:
 
 class _Instance:
     __slots__ = (
+        "after_unload",
         "batch",
         "busy",
         "busy_s",
@@ -87,6 +94,8 @@ class _Instance:
         "peak_models",
         "pending",
         "pending_bytes",
+        "reserved",
+        "reserved_bytes",
         "retry_at",
         "state",
         "unloading",
@@ -108,6 +117,9 @@ class _Instance:
         self.disk: set[int] = set()  # unloaded models kept on the volume
         self.pending: deque[int] = deque()  # loads waiting for memory, first come first served
         self.pending_bytes = 0
+        self.reserved: OrderedDict[int, None] = OrderedDict()  # loads whose room waits for unloads to end
+        self.reserved_bytes = 0
+        self.after_unload: set[int] = set()  # loads waiting for their model's own unload to end
         self.unloading: dict[int, int] = {}
         self.unloading_bytes = 0
         self.used = 0
@@ -128,12 +140,12 @@ def run(
     seed: int,
     timeout: float,
     load_limit: float,
-    spill_wait: float = 1.0,
 ) -> EngineResult:
     """Simulate ``instances`` instances of ``budget`` bytes each serving the requests (times sorted).
 
     A request goes to an instance that holds its model; when the wait there would be longer than the
-    model's cold start and ``spill_wait``, to another instance, which loads it too.
+    model's cold start and :data:`~mme_triton._multimodel.SPILL_WAIT_S`, to another instance, which loads
+    it too (:func:`mme_triton._multimodel.route`).
     """
     n = len(times)
     mem, cold, reload_, unload_s = models.memory, models.cold, models.reload, models.unload
@@ -221,12 +233,12 @@ def run(
             inst.used -= mem[v]
 
     def evict(inst: _Instance, shortfall: int, t: float) -> bool:
-        """Unload idle models, least recently used first, to free ``shortfall`` bytes; all or nothing."""
+        """Unload unused models, least recently used first, to free ``shortfall`` bytes; all or nothing."""
         victims = []
         freed = 0
         busy = inst.busy
         for v in inst.lru:
-            if busy[v] <= t:
+            if busy[v] + IDLE_AFTER_S <= t:
                 victims.append(v)
                 freed += mem[v]
                 if freed >= shortfall:
@@ -241,7 +253,7 @@ def run(
         """Retry waiting loads when the next loaded model stops being in use (loads and unloads that end
         retry by themselves)."""
         busy = inst.busy
-        soonest = min((busy[v] for v in inst.lru if busy[v] > t), default=None)
+        soonest = min((busy[v] + IDLE_AFTER_S for v in inst.lru if busy[v] + IDLE_AFTER_S > t), default=None)
         if soonest is not None and (inst.retry_at is None or soonest < inst.retry_at):
             inst.retry_at = soonest
             push(heap, (soonest, next(seq), _RETRY, inst.index, -1))
@@ -265,28 +277,39 @@ def run(
             inst.load_end[m] = t + took
 
     def process_pending(inst: _Instance, t: float) -> None:
+        """Start the loads whose room is held once the instance holds them (their unloads ended), then give
+        room to the waiting loads in turn: a load that fits starts, one that fits once unused models are
+        unloaded holds its room, one that does not fit yet stops the queue."""
+        reserved = inst.reserved
+        for m in list(reserved):
+            if budget - inst.used >= mem[m]:
+                del reserved[m]
+                inst.reserved_bytes -= mem[m]
+                begin_load(inst, m, t)
         pending = inst.pending
         while pending:
             m = pending[0]
-            if m in inst.unloading:
-                break  # its earlier copy is still unloading
             need = mem[m]
-            free = budget - inst.used
-            if free < need:
-                if free + inst.unloading_bytes < need and not evict(
-                    inst, need - free - inst.unloading_bytes, t
-                ):
-                    schedule_retry(inst, t)
-                    break
-                if budget - inst.used < need:
-                    break  # the memory comes back when the unloads end
+            # as if the unloads under way had ended: they free their room
+            free = budget - (inst.used - inst.unloading_bytes) - inst.reserved_bytes
+            if free < need and not evict(inst, need - free, t):
+                schedule_retry(inst, t)
+                break
             pending.popleft()
             inst.pending_bytes -= need
-            begin_load(inst, m, t)
+            if budget - inst.used >= need:
+                begin_load(inst, m, t)
+            else:  # its room is held; it starts when the unloads that free it end
+                reserved[m] = None
+                inst.reserved_bytes += need
 
     def request_load(inst: _Instance, m: int, t: float) -> None:
         inst.waiters[m] = []
         holders.setdefault(m, []).append(inst.index)
+        if m in inst.unloading:  # its earlier copy is still unloading: the load asks for room after it
+            inst.state[m] = PENDING
+            inst.after_unload.add(m)
+            return
         download = cold[m] - reload_[m]
         if m not in inst.disk and download > 0 and cold[m] <= load_limit:
             # the download to the volume holds no memory for models; the load after it does
@@ -331,6 +354,10 @@ def run(
         elif kind == _UNLOAD_DONE:
             inst.used -= inst.unloading.pop(m)
             inst.unloading_bytes -= mem[m]
+            if m in inst.after_unload:
+                inst.after_unload.discard(m)
+                queue_load(inst, m, t)
+                return
         elif kind == _DOWNLOAD_DONE:
             inst.disk.add(m)
             queue_load(inst, m, t)
@@ -341,33 +368,24 @@ def run(
             return  # superseded by an earlier retry
         else:
             inst.retry_at = None
-        if inst.pending:
+        if inst.pending or inst.reserved:
             process_pending(inst, t)
 
     def idle_since(inst: _Instance, t: float) -> float | None:
         busy = inst.busy
         for v in inst.lru:
-            if busy[v] <= t:
+            if busy[v] + IDLE_AFTER_S <= t:
                 return inst.last[v]
         return None
 
     def place(m: int, t: float, exclude: list[int]) -> _Instance:
-        """Where a model no instance (or no instance at hand) holds is loaded: the instance with the most
-        free memory if one has room, else the one whose least recently used idle model is oldest."""
+        """Where a model no instance (or no instance at hand) holds is loaded
+        (:func:`mme_triton._multimodel.place`)."""
         need = mem[m]
         candidates = [inst for inst in insts if inst.index not in exclude]
-        roomy = [c for c in candidates if budget - c.used - c.pending_bytes >= need]
-        if roomy:
-            most = max(budget - c.used - c.pending_bytes for c in roomy)
-            best = [c for c in roomy if budget - c.used - c.pending_bytes == most]
-            return best[int(rnd() * len(best))] if len(best) > 1 else best[0]
-        oldest: _Instance | None = None
-        oldest_t = 0.0
-        for c in candidates:
-            since = idle_since(c, t)
-            if since is not None and (oldest is None or since < oldest_t):
-                oldest, oldest_t = c, since
-        return oldest if oldest is not None else candidates[int(rnd() * len(candidates))]
+        free = [budget - c.used - c.pending_bytes - c.reserved_bytes for c in candidates]
+        chosen = place_on(free, [room >= need for room in free], [idle_since(c, t) for c in candidates], rnd)
+        return candidates[chosen]
 
     def expected_wait(inst: _Instance, m: int, t: float) -> float:
         state = inst.state[m]
@@ -378,15 +396,14 @@ def run(
         return cold[m]
 
     def route(m: int, t: float) -> _Instance:
+        """Where a request goes (:func:`mme_triton._multimodel.route`)."""
         held = holders.get(m)
         if not held:
             return place(m, t, [])
-        best = insts[held[0]]
-        if len(held) > 1:
-            best = min((insts[i] for i in held), key=lambda inst: expected_wait(inst, m, t))
-        if len(held) < instances and expected_wait(best, m, t) > max(cold[m], spill_wait):
+        chosen = route_to([expected_wait(insts[i], m, t) for i in held], cold[m], instances=instances)
+        if chosen == SPILL:
             return place(m, t, held)  # the model is swamped: SageMaker sends some requests elsewhere
-        return best
+        return insts[held[chosen]]
 
     single = insts[0] if instances == 1 else None
     instance_of = out.instance
