@@ -148,6 +148,63 @@ def test_stack_hot_model_never_waits_behind_other_models_loads_and_unloads(
     assert max(latencies) < 1.0, sorted(latencies)[-5:]
 
 
+def test_stack_hot_model_is_never_a_victim_while_two_models_requested_at_once_take_turns(
+    two_slots: LocalStack, tmp_path: Path
+) -> None:
+    """Room for two: the hot model (four clients calling it in a loop) and one other are loaded when two
+    slow models (4 s ``initialize``, 2 s ``finalize``) are requested at the same moment. The first unloads
+    the other model; the second waits until the first is unused and unloads it. The hot model has moments
+    with no request in flight between its clients' calls, but it is used: never unloaded, never over 1 s.
+    (Before, all four of its calls stalled, it was unloaded as if unused and came back after both slow
+    models: 19 s.)"""
+    hot = _model(tmp_path, "hot")
+    other = _model(tmp_path, "other", factor=3)
+    slow = [_model(tmp_path, name, factor=4, initialize=4, finalize=2) for name in ("turn_a", "turn_b")]
+    client = _deploy(two_slots, "turns", [hot, other, *slow])
+    client.infer("hot.tar.gz", {"INPUT0": X})
+    client.infer("other.tar.gz", {"INPUT0": X})
+    stop = threading.Event()
+    latencies: list[float] = []
+    failures: list[BaseException] = []
+
+    def call_hot() -> None:
+        while not stop.is_set():
+            started = time.perf_counter()
+            try:
+                out = client.infer("hot.tar.gz", {"INPUT0": X})
+            except BaseException as exc:  # reported below
+                failures.append(exc)
+                return
+            latencies.append(time.perf_counter() - started)
+            np.testing.assert_allclose(out["OUTPUT0"], 2 * X)
+
+    callers = [threading.Thread(target=call_hot) for _ in range(4)]
+    for caller in callers:
+        caller.start()
+    try:
+        time.sleep(0.5)
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            answers = list(
+                pool.map(lambda name: client.infer(f"{name}.tar.gz", {"INPUT0": X}), ["turn_a", "turn_b"])
+            )
+        runtime = two_slots.endpoint_runtime("turns")
+        assert runtime is not None
+        runtime.wait_for_unloads(timeout=30)
+    finally:
+        stop.set()
+        for caller in callers:
+            caller.join()
+
+    assert failures == []
+    for answer in answers:
+        np.testing.assert_allclose(answer["OUTPUT0"], 4 * X)
+    assert runtime.load_counts["hot.tar.gz"] == 1
+    assert runtime.loads == 4 and runtime.evictions == 2  # other, then the first slow model
+    assert "hot.tar.gz" in two_slots.loaded_models("turns")
+    assert len(latencies) > 100
+    assert max(latencies) < 1.0, sorted(latencies)[-5:]
+
+
 def test_stack_never_holds_more_models_than_its_budget_under_8_clients(
     two_slots: LocalStack, tmp_path: Path
 ) -> None:

@@ -7,10 +7,13 @@ waits only for the requests using its model); and start the endpoint's Triton ag
 load's parts and its unload are timed (:class:`~mme_triton.local.route.timings.LoadTimings`).
 
 Room is made before a load starts, as SageMaker starts unloading "when starting the process of loading a new
-model": the load's estimate (what the model measured the last time it was loaded, else what the models of
-the endpoint measure, at least its files) and one more model must fit the budget with the loads and unloads
-under way; the least recently used models no request is using are unloaded for it, and the load waits
-until their unloads are done. When every loaded model is in use, the load waits for one to become unused.
+model", by the rules of :mod:`mme_triton._multimodel` (the capacity simulator's too): once the model's files
+are on the volume, the load's estimate (what the model measured the last time it was loaded, else what the
+models of the endpoint measure, at least its files) and one more model must fit the budget with the loads
+and unloads under way. Loads ask in turn, first come first served; the least recently used unused models
+are unloaded for one that does not fit, and it starts as soon as what Triton holds and it fit (its own
+unloads done, not unrelated ones). When every loaded model is in use, the load waits for one to become
+unused (:func:`~mme_triton._multimodel.unused`: a model stays in use a moment after its last request).
 """
 
 from __future__ import annotations
@@ -21,12 +24,13 @@ import shutil
 import statistics
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
+from mme_triton._multimodel import IDLE_AFTER_S, unused
 from mme_triton.errors import LocalStackError
 from mme_triton.local.route._cache import ModelCache, model_hash_of
 from mme_triton.local.route._prepare import LoadFailedError, load_failure
@@ -54,6 +58,9 @@ class Lifecycle(ModelCache):
     _waiting: Counter[str]
     _granted: Counter[str]
     _reserved: dict[str, int]
+    _started: set[str]
+    _room_queue: deque[str]
+    _last_done: dict[str, float]
     _unloading_bytes: dict[str, int]
     _memory: dict[str, int]
     _timings: dict[str, LoadTimings]
@@ -102,6 +109,7 @@ class Lifecycle(ModelCache):
             except BaseException as exc:
                 with self._idle:
                     self._reserved.pop(target_model, None)
+                    self._started.discard(target_model)
                     if isinstance(exc, LoadFailedError):
                         # a copy that never loaded serves nothing: the next request downloads it again
                         self._delete_copy(target_model)
@@ -130,6 +138,7 @@ class Lifecycle(ModelCache):
             self.load_counts[target_model] += 1
             self._timings[target_model] = parts
             self._reserved.pop(target_model, None)
+            self._started.discard(target_model)
             if self._generation != generation:
                 return  # the server was replaced meanwhile; the next request loads it again
             self._loading.pop(target_model, None)
@@ -173,7 +182,12 @@ class Lifecycle(ModelCache):
         }
 
     def _in_use(self, target_model: str) -> bool:
-        return self._in_flight[target_model] > 0
+        """Whether a request of ``target_model`` runs or waits, or one ended a moment ago (caller holds the
+        lock): such a model is never unloaded to make room."""
+        if self._in_flight[target_model] > 0 or self._waiting[target_model] > 0:
+            return True
+        last = self._last_done.get(target_model)
+        return last is not None and not unused(last, time.monotonic())
 
     def _size_on_volume(self, target_model: str) -> int:
         copy = self._volume.get(target_model)
@@ -181,10 +195,11 @@ class Lifecycle(ModelCache):
 
     def _make_room(self, target_model: str, estimate: int, generation: int, deadline: float) -> None:
         """Hold room for ``estimate`` bytes and one more model in the budget, unloading the least recently
-        used unused models for it, and wait until their unloads are done.
+        used unused models for it, and wait until Triton has the room (:mod:`mme_triton._multimodel`).
 
-        The room is held from the moment the unloads are chosen, so another load cannot take it; a load
-        that does not fit even with every unused model unloaded waits for a model to become unused.
+        Loads ask in turn, first come first served. The room is held from the moment the unloads are
+        chosen, so another load cannot take it; a load that does not fit even with every unused model
+        unloaded waits (and the loads behind it) for a model to become unused.
 
         Raises:
             LoadFailedError: the budget stayed held by models in use until ``deadline`` (507, as Triton's
@@ -193,25 +208,32 @@ class Lifecycle(ModelCache):
         """
         announced = False
         with self._idle:
-            while True:  # choose: as if the unloads under way were done (they free their room)
-                self._check_generation(target_model, generation)
-                victims = self._lru.room_for(
-                    estimate,
-                    keep=self._in_use,
-                    pending_bytes=sum(self._reserved.values()),
-                    pending_count=len(self._reserved),
-                )
-                if victims is not None:
-                    break
-                if not announced:
-                    announced = True
-                    logger.info(
-                        "endpoint %s: %s waits for a loaded model to become unused (the memory budget is "
-                        "held by models in use)",
-                        self.endpoint_name,
-                        target_model,
-                    )
-                self._wait(target_model, deadline)
+            self._room_queue.append(target_model)
+            try:
+                while True:  # choose, in turn: as if the unloads under way were done (they free their room)
+                    self._check_generation(target_model, generation)
+                    victims = None
+                    if self._room_queue[0] == target_model:
+                        victims = self._lru.room_for(
+                            estimate,
+                            keep=self._in_use,
+                            pending_bytes=sum(self._reserved.values()),
+                            pending_count=len(self._reserved),
+                        )
+                    if victims is not None:
+                        break
+                    if not announced and self._room_queue[0] == target_model:
+                        announced = True
+                        logger.info(
+                            "endpoint %s: %s waits for a loaded model to become unused (the memory budget "
+                            "is held by models in use)",
+                            self.endpoint_name,
+                            target_model,
+                        )
+                    self._wait(target_model, deadline)
+            finally:
+                self._room_queue.remove(target_model)
+                self._idle.notify_all()
             for victim in victims:
                 self._schedule_unload(victim, self._triton)
             if victims:
@@ -224,16 +246,18 @@ class Lifecycle(ModelCache):
                 )
             self._reserved[target_model] = estimate
             try:
-                while True:  # then wait until the unloads have freed it
+                while True:  # then start once what Triton holds (loaded, loading, unloading) and it fit
                     self._check_generation(target_model, generation)
-                    others = {k: v for k, v in self._reserved.items() if k != target_model}
+                    loading = [name for name in self._started if name != target_model]
                     free = self._lru.room_for(
                         estimate,
                         keep=_keep_all,
-                        pending_bytes=sum(others.values()) + sum(self._unloading_bytes.values()),
-                        pending_count=len(others) + len(self._unloading_bytes),
+                        pending_bytes=sum(self._reserved[name] for name in loading)
+                        + sum(self._unloading_bytes.values()),
+                        pending_count=len(loading) + len(self._unloading_bytes),
                     )
                     if free == []:
+                        self._started.add(target_model)
                         return
                     if self._lru.budget_bytes is not None and estimate > self._lru.budget_bytes:
                         for name in [n for n in self._lru.names() if not self._in_use(n)]:
@@ -260,7 +284,13 @@ class Lifecycle(ModelCache):
                     f"{self._load_timeout:g}s",
                 ),
             )
-        self._idle.wait(timeout=min(remaining, 5.0))
+        timeout = min(remaining, 5.0)
+        now = time.monotonic()
+        for name in self._lru.names():  # wake when a model's last request is far enough behind
+            last = self._last_done.get(name)
+            if last is not None and self._in_flight[name] <= 0 and not unused(last, now):
+                timeout = min(timeout, last + IDLE_AFTER_S - now + 0.001)
+        self._idle.wait(timeout=max(timeout, 0.001))
 
     def _measure(self, triton: TritonLike, *, extra: str) -> dict[str, int]:
         """Bytes held by the model instances of each loaded TargetModel (and ``extra``), from /proc."""
@@ -415,6 +445,8 @@ class Lifecycle(ModelCache):
             self._unloading.clear()
             self._unloading_bytes.clear()
             self._reserved.clear()
+            self._started.clear()
+            self._last_done.clear()
             self._memory.clear()
             self._volume.clear()
             self.metrics.loaded_models(0)

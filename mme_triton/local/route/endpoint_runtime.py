@@ -29,7 +29,7 @@ import logging
 import shutil
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeoutError
@@ -181,6 +181,9 @@ class EndpointRuntime(Lifecycle):
         self._unloading: dict[str, Future[None]] = {}
         self._unloading_bytes: dict[str, int] = {}
         self._reserved: dict[str, int] = {}  # room held in the budget by loads under way
+        self._started: set[str] = set()  # those of them Triton is loading
+        self._room_queue: deque[str] = deque()  # loads asking for room, in turn
+        self._last_done: dict[str, float] = {}  # when each model's last request ended
         self._memory: dict[str, int] = {}  # the last measure of each model, kept after it unloads
         self._timings: dict[str, LoadTimings] = {}  # the last load of each model, by part
         self._generation = 0
@@ -362,6 +365,7 @@ class EndpointRuntime(Lifecycle):
             self._in_flight[target_model] -= 1
             if self._in_flight[target_model] <= 0:
                 del self._in_flight[target_model]
+                self._last_done[target_model] = time.monotonic()
                 self._release_unused(target_model)
                 self._idle.notify_all()
 
