@@ -187,24 +187,42 @@ def local_status(args: argparse.Namespace) -> int:
         _out(f"no endpoint in service on the stack at {url}")
     for status in statuses:
         budget = "no byte limit" if status.memory_budget is None else human_size(status.memory_budget)
+        several = len(status.instances) > 1
+        count = f"{len(status.instances)} instances, " if several else ""
         _out(
-            f"endpoint {status.endpoint_name} ({status.variant_name}, {status.instance_type}): "
-            f"{len(status.loaded)} loaded, memory budget {budget}; {status.loads} loads, "
-            f"{status.evictions} evictions, {status.downloads} downloads, {status.restarts} restarts"
+            f"endpoint {status.endpoint_name} ({status.variant_name}, {status.instance_type}): {count}"
+            f"{len(status.loaded)} loaded, memory budget {budget}{' per instance' if several else ''}; "
+            f"{status.loads} loads, {status.evictions} evictions, {status.downloads} downloads, "
+            f"{status.restarts} restarts"
         )
-        if status.loaded:
-            _out("  loaded (least recently used first):")
-            width = max(len(model.target_model) for model in status.loaded)
-            for model in status.loaded:
-                _out(
-                    f"    {model.target_model:<{width}}  {human_size(model.memory_bytes):>10}  "
-                    f"loaded {model.loads}x"
-                )
+        for instance in status.instances if several else []:
+            _out(
+                f"  instance {instance.instance_id}: {len(instance.loaded)} loaded; {instance.loads} loads, "
+                f"{instance.evictions} evictions, {instance.downloads} downloads, "
+                f"{instance.restarts} restarts"
+            )
+            _loaded(instance.loaded, "    ")
+        if not several:
+            _loaded(status.loaded, "  ")
         if status.s3_error:
             _out(f"  models in S3: cannot list them ({status.s3_error})")
         else:
             _out(f"  in {status.model_data_url}, not loaded: {', '.join(status.not_loaded) or 'none'}")
     return 0
+
+
+def _loaded(models: list[Any], indent: str) -> None:
+    from mme_triton.local.route.limits import human_size
+
+    if not models:
+        return
+    _out(f"{indent}loaded (least recently used first):")
+    width = max(len(model.target_model) for model in models)
+    for model in models:
+        _out(
+            f"{indent}  {model.target_model:<{width}}  {human_size(model.memory_bytes):>10}  "
+            f"loaded {model.loads}x"
+        )
 
 
 def _show_triton_endpoints(stack: Any, shown: dict[str, Any]) -> None:

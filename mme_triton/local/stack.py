@@ -9,8 +9,9 @@
   port of its own (:class:`~mme_triton.local.route.runtime_server.RuntimeServer`, where the stack's
   sessions send ``sagemaker-runtime`` calls) and in front of moto's WSGI app (for clients that know one
   URL only);
-- one :class:`~mme_triton.local.triton.server.TritonServer` per in-service endpoint, started when the endpoint
-  goes ``InService``, replaced after ``UpdateEndpoint`` and stopped by ``DeleteEndpoint``;
+- one :class:`~mme_triton.local.triton.server.TritonServer` per instance of an in-service endpoint's
+  variant, started when the endpoint goes ``InService``, added or removed by
+  ``UpdateEndpointWeightsAndCapacities``, replaced after ``UpdateEndpoint``, stopped by ``DeleteEndpoint``;
 - a :class:`~mme_triton.local.aws.metrics.MetricsRecorder` that publishes what the route records of each
   endpoint to the control plane's CloudWatch every ``metrics_period`` seconds (:attr:`LocalStack.metrics`).
 
@@ -75,11 +76,11 @@ class LocalStack:
 
     Parameters:
         region: the region the stack's sessions use.
-        memory_budget: what an endpoint's loaded models may hold (their model instances' resident and
-            shared memory, at least their extracted files) before the least recently used unused ones are
-            unloaded: ``"instance"`` (the default) for the production variant's instance type's memory for
-            models (:data:`~mme_triton.endpoint.instance_specs.INSTANCE_TYPES`), at most half of this
-            machine's memory; bytes; or ``None`` for no byte limit. See ``docs/local.md``.
+        memory_budget: what the models loaded on one instance of an endpoint may hold (their model
+            instances' resident and shared memory, at least their files) before the least recently used
+            unused ones are unloaded: ``"instance"`` (the default) for the production variant's instance
+            type's memory for models (:data:`~mme_triton.endpoint.instance_specs.INSTANCE_TYPES`), at most
+            half of this machine's memory; bytes; or ``None`` for no byte limit. See ``docs/local.md``.
         reserved_memory: what an instance keeps for itself, not for models, in place of the instance type's
             documented default (:attr:`~mme_triton.endpoint.instance_specs.InstanceType.reserved`).
         max_models: how many models an endpoint keeps loaded at most (``None``: no count limit).
@@ -232,6 +233,7 @@ class LocalStack:
                 wsgi_middleware=runtime.middleware,
             )
             plane.on_in_service.append(runtime.on_in_service)
+            plane.on_instance_count.append(runtime.on_instance_count)
             plane.on_deleted.append(runtime.on_deleted)
             from mme_triton.local.route.runtime_server import RuntimeServer
 
@@ -412,21 +414,21 @@ class LocalStack:
     # -- introspection -------------------------------------------------------------------------------
 
     def endpoint_runtime(self, endpoint_name: str) -> EndpointRuntime | None:
-        """The runtime of an in-service endpoint (its Triton and loaded models), ``None`` if none."""
+        """An in-service endpoint's runtime (``.instances``: a Triton and its models each), or ``None``."""
         return self.runtime.endpoint(endpoint_name)
 
     def triton(self, endpoint_name: str) -> TritonServer | None:
-        """The Triton server behind an in-service endpoint, ``None`` when the endpoint has none."""
+        """The Triton server of an in-service endpoint's first instance, ``None`` if none."""
         runtime = self.endpoint_runtime(endpoint_name)
         return runtime.triton if runtime is not None else None  # type: ignore[return-value]
 
     def loaded_models(self, endpoint_name: str) -> list[str]:
-        """The TargetModels loaded in an endpoint's Triton, least recently used first."""
+        """The TargetModels loaded on an endpoint's instances (each instance's least recently used first)."""
         runtime = self.endpoint_runtime(endpoint_name)
         return runtime.loaded_models() if runtime is not None else []
 
     def model_memory(self, endpoint_name: str) -> dict[str, int]:
-        """Bytes each model loaded in an endpoint counts against the memory budget, as last measured."""
+        """Bytes each model loaded in an endpoint counts against the budgets (over its instances)."""
         runtime = self.endpoint_runtime(endpoint_name)
         return runtime.model_memory() if runtime is not None else {}
 
@@ -438,14 +440,14 @@ class LocalStack:
         return runtime.load_timings() if runtime is not None else {}
 
     def unload_model(self, endpoint_name: str, target_model: str, *, timeout: float | None = 60.0) -> bool:
-        """Unload a model from an endpoint's Triton now (after its requests finish), as if evicted (its copy
-        stays on the volume); its next request loads it again. ``False`` when it was not loaded."""
+        """Unload a model from an endpoint's instances now (after its requests finish), as if evicted (its
+        copy stays on the volume); its next request loads it again. ``False`` when it was not loaded."""
         runtime = self.endpoint_runtime(endpoint_name)
         return runtime.unload_model(target_model, timeout=timeout) if runtime is not None else False
 
     def status(self) -> list[EndpointStatus]:
-        """Per in-service endpoint: the models loaded (LRU order) with their memory and load counts, and the
-        models in S3 not loaded (what ``mme-triton local status`` prints)."""
+        """Per in-service endpoint: the models loaded on each instance (LRU order) with their memory and load
+        counts, and the models in S3 no instance loaded (what ``mme-triton local status`` prints)."""
         from mme_triton.local.route.status import stack_status
 
         return stack_status(self.runtime)

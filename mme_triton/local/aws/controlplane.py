@@ -10,6 +10,10 @@ away; every call still goes through moto's HTTP server and moto's backends):
 - ``UpdateEndpoint`` (moto has none): ``Updating`` → ``InService`` on the new endpoint config. When the
   update fails, the endpoint stays ``InService`` on its previous config and ``FailureReason`` says why,
   as SageMaker does;
+- ``UpdateEndpointWeightsAndCapacities``: ``Updating`` → ``InService`` with the new instance count, once
+  the ``on_instance_count`` hooks have run (the count stays as it was, with a ``FailureReason``, when one
+  fails); Application Auto Scaling's ``RegisterScalableTarget`` brings a variant's count within the
+  target's ``[MinCapacity, MaxCapacity]`` through it, as AWS does;
 - ``DeleteEndpoint`` runs the ``on_deleted`` hooks;
 - every ``ml.<family>.<size>`` instance type is accepted (moto's list stops at ``ml.g4dn``/``ml.p3``;
   the library checks instance types against its own table before calling);
@@ -55,6 +59,7 @@ if TYPE_CHECKING:
 
 from mme_triton._sagemaker import endpoint_session, new_boto3_session
 from mme_triton.local.aws._moto_patches import (
+    apply_capacities,
     describe_for_hooks,
     install_patches,
     register,
@@ -64,13 +69,14 @@ from mme_triton.local.aws._moto_patches import (
 )
 from mme_triton.local.aws._shapes import conform_answers
 
-__all__ = ["ControlPlane", "DeletedHook", "InServiceHook", "WSGIApplication"]
+__all__ = ["ControlPlane", "DeletedHook", "InServiceHook", "InstanceCountHook", "WSGIApplication"]
 
 logger = logging.getLogger(__name__)
 
 WSGIApplication = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 InServiceHook = Callable[[str, dict[str, Any]], None]
 DeletedHook = Callable[[str], None]
+InstanceCountHook = Callable[[str, str, int], None]
 
 
 class ControlPlane:
@@ -94,6 +100,10 @@ class ControlPlane:
             the endpoint's counts), ``EndpointConfigName``, ``EndpointConfig``, ``Models`` (name →
             DescribeModel) and ``Model`` (the first variant's model). If a hook raises, a create goes to
             ``Failed`` and an update is rolled back; either way ``FailureReason`` is ``str(exc)``.
+        on_instance_count: ``hook(endpoint_name, variant_name, count)`` called before an endpoint becomes
+            ``InService`` again after ``UpdateEndpointWeightsAndCapacities`` changed a variant's
+            ``DesiredInstanceCount``. If a hook raises, the counts stay as they were and ``FailureReason``
+            is ``str(exc)``.
         on_deleted: ``hook(endpoint_name)`` called in the DeleteEndpoint request (after the endpoint is
             gone); exceptions are logged, not returned to the caller.
 
@@ -120,6 +130,7 @@ class ControlPlane:
         self.transition_delay = float(transition_delay)
         self.wsgi_middleware = wsgi_middleware
         self.on_in_service: list[InServiceHook] = []
+        self.on_instance_count: list[InstanceCountHook] = []
         self.service_urls: dict[str, str] = {}
         self.on_deleted: list[DeletedHook] = []
         self.url = ""
@@ -292,6 +303,45 @@ class ControlPlane:
             timer.name = f"mme-triton-transition-{endpoint_name}"
             self._timers.add(timer)
         timer.start()
+
+    def _schedule_capacities(self, backend: Any, endpoint_name: str, changes: list[dict[str, Any]]) -> None:
+        with self._lock:
+            generation = next(self._generation)
+            self._current[endpoint_name] = generation
+            timer = threading.Timer(
+                self.transition_delay, self._capacities, args=(backend, endpoint_name, changes, generation)
+            )
+            timer.daemon = True
+            timer.name = f"mme-triton-capacity-{endpoint_name}"
+            self._timers.add(timer)
+        timer.start()
+
+    def _capacities(
+        self, backend: Any, endpoint_name: str, changes: list[dict[str, Any]], generation: int
+    ) -> None:
+        try:
+            if not self._is_current(backend, endpoint_name, generation):
+                return
+            with self._lock:
+                reason = self._failures.pop(endpoint_name, None)
+            if reason is None:
+                try:
+                    for change in changes:
+                        if change.get("DesiredInstanceCount") is None:
+                            continue
+                        for hook in list(self.on_instance_count):
+                            hook(endpoint_name, change["VariantName"], int(change["DesiredInstanceCount"]))
+                except Exception as exc:
+                    logger.info("endpoint %s: instance count change failed: %s", endpoint_name, exc)
+                    reason = str(exc) or type(exc).__name__
+            if not self._is_current(backend, endpoint_name, generation):
+                return
+            with self._lock:
+                self._current.pop(endpoint_name, None)
+            apply_capacities(backend.endpoints[endpoint_name], changes, reason=reason)
+        finally:
+            with self._lock:
+                self._timers.discard(threading.current_thread())
 
     def _is_current(self, backend: Any, endpoint_name: str, generation: int) -> bool:
         with self._lock:

@@ -1,10 +1,10 @@
-"""The half of an endpoint's runtime that runs off the request path: loads, unloads and restarts.
+"""The half of an instance's runtime that runs off the request path: loads and unloads.
 
-:class:`~mme_triton.local.route.endpoint_runtime.EndpointRuntime` answers requests; the methods here, mixed
-into it, load a model on a loader thread once the memory budget has room for it, and put it in the LRU with
-what it really holds (measured from ``/proc`` and ``/dev/shm``); unload models on threads of their own (each
-waits only for the requests using its model); and start the endpoint's Triton again after it exited. Each
-load's parts and its unload are timed (:class:`~mme_triton.local.route.timings.LoadTimings`).
+:class:`~mme_triton.local.route.instance.InstanceRuntime` answers requests; the methods here, mixed into it,
+load a model on a loader thread once the memory budget has room for it, and put it in the LRU with what it
+really holds (measured from ``/proc`` and ``/dev/shm``); and unload models on threads of their own (each
+waits only for the requests using its model). Each load's parts and its unload are timed
+(:class:`~mme_triton.local.route.timings.LoadTimings`).
 
 Room is made before a load starts, as SageMaker starts unloading "when starting the process of loading a new
 model", by the rules of :mod:`mme_triton._multimodel` (the capacity simulator's too): once the model's files
@@ -20,12 +20,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import shutil
 import statistics
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -50,10 +48,12 @@ def _keep_all(name: str) -> bool:
 
 
 class Lifecycle(ModelCache):
-    """Loads, unloads and restarts; mixed into
-    :class:`~mme_triton.local.route.endpoint_runtime.EndpointRuntime`."""
+    """Loads and unloads; mixed into :class:`~mme_triton.local.route.instance.InstanceRuntime`."""
 
-    # set by EndpointRuntime.__init__
+    # set by InstanceRuntime.__init__
+    instance_id: str
+    _load_asked: dict[str, float]
+    _servers: dict[str, int]
     _idle: threading.Condition
     _waiting: Counter[str]
     _granted: Counter[str]
@@ -66,10 +66,8 @@ class Lifecycle(ModelCache):
     _timings: dict[str, LoadTimings]
     _generation: int
     _restarting: Future[None] | None
-    _restart_failed_at: float
     _closed: threading.Event
     _triton: TritonLike
-    _replace: Callable[[int], TritonLike] | None
     _load_timeout: float
     _unload_timeout: float
     _unloader: ThreadPoolExecutor
@@ -78,7 +76,6 @@ class Lifecycle(ModelCache):
     load_counts: Counter[str]
     loads: int
     evictions: int
-    restarts: int
 
     def wait_for_unloads(self, timeout: float | None = None) -> None:  # pragma: no cover
         raise NotImplementedError
@@ -126,12 +123,13 @@ class Lifecycle(ModelCache):
             with self._idle:
                 if self._generation == generation:
                     self._loading.pop(target_model, None)
+                    self._load_asked.pop(target_model, None)
                 self._idle.notify_all()
             raise
         parts = replace(
             parts, wait_s=waited + load_started - room_from, load_s=time.monotonic() - load_started
         )
-        measured = self._measure(triton, extra=target_model)
+        measured, servers = self._measure(triton, extra=target_model)
         self.metrics.model_loaded(parts.load_s)
         with self._idle:
             self.loads += 1
@@ -142,7 +140,9 @@ class Lifecycle(ModelCache):
             if self._generation != generation:
                 return  # the server was replaced meanwhile; the next request loads it again
             self._loading.pop(target_model, None)
+            self._load_asked.pop(target_model, None)
             self._memory.update(measured)
+            self._servers.update(servers)
             for name in self._lru.names():
                 self._lru.resize(name, max(self._size_on_volume(name), self._memory.get(name, 0)))
             # the requests that waited for this load hold it now, before anything can unload it
@@ -292,21 +292,24 @@ class Lifecycle(ModelCache):
                 timeout = min(timeout, last + IDLE_AFTER_S - now + 0.001)
         self._idle.wait(timeout=max(timeout, 0.001))
 
-    def _measure(self, triton: TritonLike, *, extra: str) -> dict[str, int]:
-        """Bytes held by the model instances of each loaded TargetModel (and ``extra``), from /proc."""
+    def _measure(self, triton: TritonLike, *, extra: str) -> tuple[dict[str, int], dict[str, int]]:
+        """Bytes held by the model instances of each loaded TargetModel (and ``extra``), and how many
+        model instances (stub processes) each has, from /proc."""
         with self._lock:
             names = [*self._lru.names(), extra]
         roots = {str(self._model_root(model_hash_of(name))) + "/": name for name in names}
         memory = dict.fromkeys(names, 0)
+        servers: dict[str, int] = {}
         try:
             processes = triton.model_processes()
         except OSError:
-            return {}
+            return {}, {}
         for process in processes:
             for root, name in roots.items():
                 if process.model_path.startswith(root):
                     memory[name] += process.memory_bytes
-        return memory
+                    servers[name] = servers.get(name, 0) + 1
+        return memory, servers
 
     def _triton_load(self, triton: TritonLike, model_hash: str, path: Path, target_model: str) -> None:
         from mme_triton.local.triton.server import TritonLoadError
@@ -407,10 +410,10 @@ class Lifecycle(ModelCache):
                     self._delete_copy(target_model)
 
     def _count_loaded(self) -> None:
-        """Publish how many models the endpoint's Triton holds: loaded, and unloading (caller holds the
-        lock); a closed runtime (replaced by an update) no longer speaks for the variant."""
+        """Publish how many models the instance's Triton holds: loaded, and unloading (caller holds the
+        lock); a closed instance (scaled in, or replaced by an update) no longer speaks for the variant."""
         if not self._closed.is_set():
-            self.metrics.loaded_models(len(self._lru) + len(self._unloading))
+            self.metrics.loaded_models(len(self._lru) + len(self._unloading), instance=self.instance_id)
 
     def _release_unused(self, target_model: str) -> None:
         """A request for ``target_model`` ended and none uses it now (caller holds the lock):
@@ -418,75 +421,3 @@ class Lifecycle(ModelCache):
         self._volume.touch(target_model)
         if self.cache_disabled and target_model in self._lru:
             self._schedule_unload(target_model, self._triton, evicted=False, delete=True)
-
-    # -- recovery ----------------------------------------------------------------------------------
-
-    def _watch(self, interval: float) -> None:
-        while not self._closed.wait(interval):
-            triton = self._triton
-            recently_failed = time.monotonic() - self._restart_failed_at < 10.0
-            if triton.returncode is not None and self._replace is not None and not recently_failed:
-                self._begin_restart(triton)
-
-    def _begin_restart(self, dead: TritonLike) -> None:
-        with self._idle:
-            if (
-                self._closed.is_set()
-                or self._triton is not dead
-                or dead.returncode is None  # alive (started again already)
-                or self._restarting is not None
-            ):
-                return
-            future: Future[None] = Future()
-            self._restarting = future
-            self._generation += 1
-            self._lru.clear()
-            self._loading.clear()
-            self._unloading.clear()
-            self._unloading_bytes.clear()
-            self._reserved.clear()
-            self._started.clear()
-            self._last_done.clear()
-            self._memory.clear()
-            self._volume.clear()
-            self.metrics.loaded_models(0)
-            self._idle.notify_all()
-        logger.warning(
-            "endpoint %s: Triton exited (status %s); starting it again, models load again on demand",
-            self.endpoint_name,
-            dead.returncode,
-        )
-        threading.Thread(
-            target=self._restart, args=(dead, future), name=f"restart-{self.endpoint_name}", daemon=True
-        ).start()
-
-    def _restart(self, dead: TritonLike, future: Future[None]) -> None:
-        assert self._replace is not None
-        try:
-            dead.stop()
-            shutil.rmtree(self._workdir / "models", ignore_errors=True)
-            error: BaseException | None = None
-            for attempt in range(3):
-                if self._closed.is_set():
-                    raise LocalStackError("the endpoint was deleted while its Triton restarted")
-                replacement = self._replace(self._generation)
-                try:
-                    replacement.start()
-                except LocalStackError as exc:
-                    error = exc
-                    time.sleep(0.5 * (attempt + 1))
-                    continue
-                with self._lock:
-                    self._triton = replacement
-                    self.restarts += 1
-                    self._restarting = None
-                logger.info("endpoint %s: Triton started again", self.endpoint_name)
-                future.set_result(None)
-                return
-            raise error or LocalStackError("Triton did not start again")
-        except BaseException as exc:
-            logger.error("endpoint %s: restarting Triton failed: %s", self.endpoint_name, exc)
-            with self._lock:
-                self._restarting = None
-                self._restart_failed_at = time.monotonic()
-            future.set_exception(exc)
