@@ -110,16 +110,18 @@ def serve(
     kind: InstanceType,
     *,
     closed: bool,
+    instances: int = 1,
 ) -> SimulationResult:
-    """Simulate requests at ``scheduled`` times; ``closed``: from one client that sends each request once
-    the one before is answered (a request goes at its time, or when the one before comes back if later).
+    """Simulate requests at ``scheduled`` times on ``instances`` instances; ``closed``: from one client that
+    sends each request once the one before is answered (a request goes at its time, or when the one before
+    comes back if later).
 
     The simulation is open (arrivals do not wait for answers), so the closed client is found by
     iteration: simulate, move each request to after the predicted answer of the one before, again until
     no time moves (each round settles at least one more request; a few rounds in practice)."""
     times = list(scheduled)
     for _ in range(len(times)):
-        result = simulate(profiles, Traffic.trace(list(zip(times, targets, strict=True))), kind, 1)
+        result = simulate(profiles, Traffic.trace(list(zip(times, targets, strict=True))), kind, instances)
         if not closed:
             return result
         latency = result.latency_s.tolist()

@@ -124,9 +124,7 @@ class EndpointRuntime:
         """
         count = self.models.instance_count if count is None else count
         if count < 1:
-            raise LocalStackError(
-                f"endpoint {self.endpoint_name}: an instance count of {count} serves nothing"
-            )
+            raise LocalStackError(f"endpoint {self.endpoint_name}: {count} instances serve nothing")
         self._instances = self._start_instances(count)
         return self
 
@@ -169,9 +167,7 @@ class EndpointRuntime:
             LocalStackError: a new instance could not start (the count is unchanged).
         """
         if count < 1:
-            raise LocalStackError(
-                f"endpoint {self.endpoint_name}: an instance count of {count} serves nothing"
-            )
+            raise LocalStackError(f"endpoint {self.endpoint_name}: {count} instances serve nothing")
         with self._scale_lock:
             current = len(self._instances)
             if count > current:
