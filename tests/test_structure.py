@@ -123,6 +123,25 @@ def test_stages_import_the_one_release_table(module: str, name: str) -> None:
     assert getattr(importlib.import_module(module), name) is getattr(_triton_releases, name)
 
 
+@pytest.mark.parametrize(
+    ("module", "name", "rule"),
+    [
+        ("mme_triton.capacity._engine", "route_to", "route"),
+        ("mme_triton.capacity._engine", "place_on", "place"),
+        ("mme_triton.capacity._engine", "IDLE_AFTER_S", "IDLE_AFTER_S"),
+        ("mme_triton.local.route.endpoint_runtime", "route", "route"),
+        ("mme_triton.local.route.endpoint_runtime", "place", "place"),
+        ("mme_triton.local.route._lifecycle", "unused", "unused"),
+    ],
+)
+def test_simulator_and_stack_route_by_the_one_rule(module: str, name: str, rule: str) -> None:
+    """How a variant's instances share requests and memory is decided once (``mme_triton._multimodel``):
+    the capacity simulator and the embedded stack use the same functions and constants."""
+    from mme_triton import _multimodel
+
+    assert getattr(importlib.import_module(module), name) is getattr(_multimodel, rule)
+
+
 @pytest.mark.parametrize("path", SOURCES, ids=[str(p.relative_to(PACKAGE)) for p in SOURCES])
 def test_module_stays_readable(path: Path) -> None:
     relative = path.relative_to(PACKAGE).as_posix()

@@ -453,9 +453,9 @@ class LocalStack:
         return stack_status(self.runtime)
 
     def triton_endpoints(self, endpoint_name: str) -> TritonEndpoints | None:
-        """Triton's own HTTP, gRPC and metrics URLs behind an endpoint, and the Triton name of each
-        loaded TargetModel; ``None`` unless the stack runs with ``triton_ports=True`` and the endpoint
-        is in service.
+        """Triton's own HTTP, gRPC and metrics URLs of an endpoint's first instance, and the Triton name of
+        each TargetModel it loaded; ``None`` unless the stack runs with ``triton_ports=True`` and the
+        endpoint is in service.
 
         Example::
 

@@ -2,11 +2,11 @@
 
 Six copies of a tiny python model, a stack that keeps four loaded per instance (``max_models=4``), three
 traffic mixes (uniform, Zipf 0.8, Zipf 1.2) on one instance, and the uniform one on two instances (the
-stack routes among them by the simulation's rules). One client sends the requests one after the other, so each request finds
-the cache as the requests before it left it: under LRU its hit or miss follows from the sequence alone,
-which the simulation replays. The hit ratio is read from the stack's own CloudWatch metrics. Timings are
-not asserted (the stack's loads and unloads take seconds on a busy machine): benchmarks/capacity.py
-reports the p99 errors.
+stack routes among them by the simulation's rules). One client sends the requests one after the other,
+so each request finds the cache as the requests before it left it: under LRU its hit or miss follows
+from the sequence alone, which the simulation replays. The hit ratio is read from the stack's own
+CloudWatch metrics. Timings are not asserted (the stack's loads and unloads take seconds on a busy
+machine): benchmarks/capacity.py reports the p99 errors.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from stack_deploy import deploy_on
+from stack_deploy import deploy_on, sleepy_model
 
 from mme_triton import MMEClient
 from mme_triton._sagemaker import INSTANCE_METRICS_NAMESPACE, METRICS_NAMESPACE
@@ -41,31 +41,9 @@ def stack() -> Iterator[LocalStack]:
         yield running
 
 
-def _model(repository: Path, name: str, factor: int, *, execute: float = 0.0) -> Path:
-    """A python model ``OUTPUT0 = factor * INPUT0`` whose execution sleeps ``execute`` seconds."""
-    directory = repository / name
-    (directory / "1").mkdir(parents=True)
-    (directory / "1" / "model.py").write_text(
-        "import time\nimport numpy as np\nimport triton_python_backend_utils as pb_utils\n\n\n"
-        "class TritonPythonModel:\n"
-        "    def execute(self, requests):\n"
-        f"        time.sleep({execute})\n"
-        "        return [pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor('OUTPUT0', "
-        f"(pb_utils.get_input_tensor_by_name(r, 'INPUT0').as_numpy() * {factor}).astype(np.float32))]) "
-        "for r in requests]\n"
-    )
-    (directory / "config.pbtxt").write_text(
-        f'name: "{name}"\nbackend: "python"\nmax_batch_size: 8\n'
-        'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
-        'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
-        "instance_group [ { kind: KIND_CPU count: 1 } ]\n"
-    )
-    return directory
-
-
 def _models(repository: Path, count: int, **options: Any) -> list[Path]:
     """``m2`` ... ``m<count+1>``: ``m<k>`` multiplies by ``k``."""
-    return [_model(repository, f"m{k}", k, **options) for k in range(2, count + 2)]
+    return [sleepy_model(repository, f"m{k}", factor=k, **options) for k in range(2, count + 2)]
 
 
 def _call(client: MMEClient, factor: int) -> bool:
@@ -247,7 +225,7 @@ def test_stack_spills_a_swamped_model_to_another_instance(stack: LocalStack, tmp
     """A model whose execution takes 1.5 s, one model instance: with one request running, the next would
     wait longer than the model's cold start and 1 s, so it goes to the other instance, which loads the model
     too; the one after goes there as well (a shorter wait than behind two)."""
-    deploy_on(stack, "spill", [_model(tmp_path, "heavy", 7, execute=1.5)], instance_count=2)
+    deploy_on(stack, "spill", [sleepy_model(tmp_path, "heavy", factor=7, execute=1.5)], instance_count=2)
     client = MMEClient("spill", boto3_session=stack.boto3_session(), max_concurrency=4)
     runtime = stack.endpoint_runtime("spill")
     assert runtime is not None

@@ -291,71 +291,68 @@ class ControlPlane:
     # -- transitions (called from the patched moto backend) ---------------------------------------
 
     def _schedule(self, backend: Any, endpoint_name: str, endpoint_config_name: str, *, update: bool) -> None:
-        with self._lock:
-            generation = next(self._generation)
-            self._current[endpoint_name] = generation
-            timer = threading.Timer(
-                self.transition_delay,
-                self._transition,
-                args=(backend, endpoint_name, endpoint_config_name, generation, update),
-            )
-            timer.daemon = True
-            timer.name = f"mme-triton-transition-{endpoint_name}"
-            self._timers.add(timer)
-        timer.start()
+        self._later(
+            endpoint_name,
+            "transition",
+            lambda generation: self._run_transition(
+                backend, endpoint_name, endpoint_config_name, generation, update
+            ),
+        )
 
     def _schedule_capacities(self, backend: Any, endpoint_name: str, changes: list[dict[str, Any]]) -> None:
+        self._later(
+            endpoint_name,
+            "capacity",
+            lambda generation: self._capacities(backend, endpoint_name, changes, generation),
+        )
+
+    def _later(self, endpoint_name: str, what: str, run: Callable[[int], None]) -> None:
+        """``run(generation)`` after ``transition_delay`` seconds, on a timer of its own; an endpoint's newest
+        transition is the current one (``_is_current``), a deleted endpoint's none."""
         with self._lock:
             generation = next(self._generation)
             self._current[endpoint_name] = generation
-            timer = threading.Timer(
-                self.transition_delay, self._capacities, args=(backend, endpoint_name, changes, generation)
-            )
+
+            def fire() -> None:
+                try:
+                    run(generation)
+                finally:
+                    with self._lock:
+                        self._timers.discard(threading.current_thread())
+
+            timer = threading.Timer(self.transition_delay, fire)
             timer.daemon = True
-            timer.name = f"mme-triton-capacity-{endpoint_name}"
+            timer.name = f"mme-triton-{what}-{endpoint_name}"
             self._timers.add(timer)
         timer.start()
 
     def _capacities(
         self, backend: Any, endpoint_name: str, changes: list[dict[str, Any]], generation: int
     ) -> None:
-        try:
-            if not self._is_current(backend, endpoint_name, generation):
-                return
-            with self._lock:
-                reason = self._failures.pop(endpoint_name, None)
-            if reason is None:
-                try:
-                    for change in changes:
-                        if change.get("DesiredInstanceCount") is None:
-                            continue
-                        for hook in list(self.on_instance_count):
-                            hook(endpoint_name, change["VariantName"], int(change["DesiredInstanceCount"]))
-                except Exception as exc:
-                    logger.info("endpoint %s: instance count change failed: %s", endpoint_name, exc)
-                    reason = str(exc) or type(exc).__name__
-            if not self._is_current(backend, endpoint_name, generation):
-                return
-            with self._lock:
-                self._current.pop(endpoint_name, None)
-            apply_capacities(backend.endpoints[endpoint_name], changes, reason=reason)
-        finally:
-            with self._lock:
-                self._timers.discard(threading.current_thread())
+        if not self._is_current(backend, endpoint_name, generation):
+            return
+        with self._lock:
+            reason = self._failures.pop(endpoint_name, None)
+        if reason is None:
+            try:
+                for change in changes:
+                    if change.get("DesiredInstanceCount") is None:
+                        continue
+                    for hook in list(self.on_instance_count):
+                        hook(endpoint_name, change["VariantName"], int(change["DesiredInstanceCount"]))
+            except Exception as exc:
+                logger.info("endpoint %s: instance count change failed: %s", endpoint_name, exc)
+                reason = str(exc) or type(exc).__name__
+        if not self._is_current(backend, endpoint_name, generation):
+            return
+        with self._lock:
+            self._current.pop(endpoint_name, None)
+        apply_capacities(backend.endpoints[endpoint_name], changes, reason=reason)
 
     def _is_current(self, backend: Any, endpoint_name: str, generation: int) -> bool:
         with self._lock:
             current = self._current.get(endpoint_name) == generation
         return current and endpoint_name in backend.endpoints
-
-    def _transition(
-        self, backend: Any, endpoint_name: str, endpoint_config_name: str, generation: int, update: bool
-    ) -> None:
-        try:
-            self._run_transition(backend, endpoint_name, endpoint_config_name, generation, update)
-        finally:
-            with self._lock:
-                self._timers.discard(threading.current_thread())
 
     def _run_transition(
         self, backend: Any, endpoint_name: str, endpoint_config_name: str, generation: int, update: bool

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,11 +66,7 @@ class Room:
 
 def median(values: Sequence[float]) -> float | None:
     """The median of ``values``; ``None`` when there are none."""
-    ordered = sorted(values)
-    if not ordered:
-        return None
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+    return statistics.median(values) if values else None
 
 
 class InstanceView(Recovery):
