@@ -7,6 +7,7 @@ behind what (a hot model's call against a 3 s load or unload), never how fast th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import threading
@@ -37,11 +38,10 @@ def _deploy(stack: LocalStack, name: str, models: list[Path]) -> MMEClient:
     return MMEClient(name, boto3_session=stack.boto3_session(), max_concurrency=8)
 
 
-def _hot_callers(
-    client: MMEClient, count: int = 4
-) -> tuple[list[float], list[BaseException], threading.Event, list[threading.Thread]]:
-    """``count`` clients calling ``hot.tar.gz`` in a loop, each answer checked, until the event is set:
-    their latencies, their failures, the event, the threads (started)."""
+@contextlib.contextmanager
+def _hot_callers(client: MMEClient, count: int = 4) -> Iterator[tuple[list[float], list[BaseException]]]:
+    """``count`` clients calling ``hot.tar.gz`` in a loop, each answer checked, for the block: their
+    latencies and their failures."""
     stop = threading.Event()
     latencies: list[float] = []
     failures: list[BaseException] = []
@@ -60,7 +60,12 @@ def _hot_callers(
     callers = [threading.Thread(target=call_hot) for _ in range(count)]
     for caller in callers:
         caller.start()
-    return latencies, failures, stop, callers
+    try:
+        yield latencies, failures
+    finally:
+        stop.set()
+        for caller in callers:
+            caller.join()
 
 
 @pytest.fixture(scope="module")
@@ -80,9 +85,8 @@ def test_stack_hot_model_never_waits_behind_other_models_loads_and_unloads(
     slow = [sleepy_model(tmp_path, name, initialize=3, finalize=3) for name in ("slow_a", "slow_b")]
     client = _deploy(two_slots, "hot", [hot, *slow])
     client.infer("hot.tar.gz", {"INPUT0": X})
-    latencies, failures, stop, callers = _hot_callers(client)
     slow_calls = []
-    try:
+    with _hot_callers(client) as (latencies, failures):
         for name in ("slow_a", "slow_b", "slow_a"):  # each evicts the other (unload 3 s), then loads (3 s)
             started = time.perf_counter()
             client.infer(f"{name}.tar.gz", {"INPUT0": X})
@@ -90,10 +94,6 @@ def test_stack_hot_model_never_waits_behind_other_models_loads_and_unloads(
         runtime = two_slots.endpoint_runtime("hot")
         assert runtime is not None
         runtime.wait_for_unloads(timeout=30)
-    finally:
-        stop.set()
-        for caller in callers:
-            caller.join()
 
     assert failures == []
     assert runtime.evictions == 2 and runtime.loads == 4  # hot, slow_a, slow_b, slow_a again
@@ -117,8 +117,7 @@ def test_stack_hot_model_is_never_a_victim_while_two_models_requested_at_once_ta
     client = _deploy(two_slots, "turns", [hot, other, *slow])
     client.infer("hot.tar.gz", {"INPUT0": X})
     client.infer("other.tar.gz", {"INPUT0": X})
-    latencies, failures, stop, callers = _hot_callers(client)
-    try:
+    with _hot_callers(client) as (latencies, failures):
         time.sleep(0.5)
         with ThreadPoolExecutor(max_workers=2) as pool:
             answers = list(
@@ -127,10 +126,6 @@ def test_stack_hot_model_is_never_a_victim_while_two_models_requested_at_once_ta
         runtime = two_slots.endpoint_runtime("turns")
         assert runtime is not None
         runtime.wait_for_unloads(timeout=30)
-    finally:
-        stop.set()
-        for caller in callers:
-            caller.join()
 
     assert failures == []
     for answer in answers:

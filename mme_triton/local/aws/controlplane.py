@@ -331,23 +331,33 @@ class ControlPlane:
     ) -> None:
         if not self._is_current(backend, endpoint_name, generation):
             return
-        with self._lock:
-            reason = self._failures.pop(endpoint_name, None)
-        if reason is None:
-            try:
-                for change in changes:
-                    if change.get("DesiredInstanceCount") is None:
-                        continue
-                    for hook in list(self.on_instance_count):
-                        hook(endpoint_name, change["VariantName"], int(change["DesiredInstanceCount"]))
-            except Exception as exc:
-                logger.info("endpoint %s: instance count change failed: %s", endpoint_name, exc)
-                reason = str(exc) or type(exc).__name__
+
+        def run_hooks() -> None:
+            for change in changes:
+                if change.get("DesiredInstanceCount") is None:
+                    continue
+                for hook in list(self.on_instance_count):
+                    hook(endpoint_name, change["VariantName"], int(change["DesiredInstanceCount"]))
+
+        reason = self._failure(endpoint_name, "instance count change", run_hooks)
         if not self._is_current(backend, endpoint_name, generation):
             return
         with self._lock:
             self._current.pop(endpoint_name, None)
         apply_capacities(backend.endpoints[endpoint_name], changes, reason=reason)
+
+    def _failure(self, endpoint_name: str, what: str, run_hooks: Callable[[], None]) -> str | None:
+        """Why the transition fails: a failure asked for with :meth:`fail_next`, else what the hooks raise
+        (``None``: they ran)."""
+        with self._lock:
+            reason = self._failures.pop(endpoint_name, None)
+        if reason is None:
+            try:
+                run_hooks()
+            except Exception as exc:
+                logger.info("endpoint %s: %s failed: %s", endpoint_name, what, exc)
+                reason = str(exc) or type(exc).__name__
+        return reason
 
     def _is_current(self, backend: Any, endpoint_name: str, generation: int) -> bool:
         with self._lock:
@@ -359,16 +369,13 @@ class ControlPlane:
     ) -> None:
         if not self._is_current(backend, endpoint_name, generation):
             return
-        with self._lock:
-            reason = self._failures.pop(endpoint_name, None)
-        if reason is None:
-            try:
-                description = describe_for_hooks(backend, endpoint_name, endpoint_config_name)
-                for hook in list(self.on_in_service):
-                    hook(endpoint_name, description)
-            except Exception as exc:
-                logger.info("endpoint %s: transition failed: %s", endpoint_name, exc)
-                reason = str(exc) or type(exc).__name__
+
+        def run_hooks() -> None:
+            description = describe_for_hooks(backend, endpoint_name, endpoint_config_name)
+            for hook in list(self.on_in_service):
+                hook(endpoint_name, description)
+
+        reason = self._failure(endpoint_name, "transition", run_hooks)
         if not self._is_current(backend, endpoint_name, generation):
             # Deleted (or updated again) while the hooks ran: let on_deleted undo what they did.
             if endpoint_name not in backend.endpoints:
