@@ -16,7 +16,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from mme_triton.local.route.limits import DEFAULT_MAX_COMPRESSION_RATIO, DEFAULT_MAX_MEMBERS
+from mme_triton.local.route.limits import (
+    DEFAULT_MAX_COMPRESSION_RATIO,
+    DEFAULT_MAX_INSTANCES,
+    DEFAULT_MAX_MEMBERS,
+)
 from mme_triton.local.triton.options import DEFAULT_SHM_LIMIT
 
 __all__ = ["add_local_commands", "local_status", "local_up", "parse_period", "parse_size", "quickstart"]
@@ -105,6 +109,7 @@ def local_up(args: argparse.Namespace, *, stop: threading.Event | None = None) -
         max_unpacked_bytes=args.max_unpacked_bytes,
         max_archive_members=args.max_archive_members,
         max_compression_ratio=args.max_compression_ratio,
+        max_instances=args.max_instances,
         metrics_period=args.metrics_period,
         triton_ports=args.triton_ports,
     )
@@ -355,6 +360,12 @@ def add_local_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         type=float,
         default=DEFAULT_MAX_COMPRESSION_RATIO,
         help=f"how many times an archive may expand (default: {DEFAULT_MAX_COMPRESSION_RATIO})",
+    )
+    limits.add_argument(
+        "--max-instances",
+        type=int,
+        default=DEFAULT_MAX_INSTANCES,
+        help=f"the most instances, a Triton each, an endpoint runs (default: {DEFAULT_MAX_INSTANCES})",
     )
     handler: Callable[[argparse.Namespace], int] = local_up
     up.set_defaults(handler=handler)

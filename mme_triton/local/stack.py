@@ -21,7 +21,6 @@ other boto3 client in the process keeps reaching real AWS.
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import tempfile
@@ -34,7 +33,12 @@ from mme_triton.errors import LocalStackError
 from mme_triton.local.aws.metrics import DEFAULT_METRICS_PERIOD, MetricsRecorder, check_metrics_period
 from mme_triton.local.route.budget import FROM_INSTANCE, BudgetSetting, endpoint_budget
 from mme_triton.local.route.endpoint_runtime import DEFAULT_READY_TIMEOUT, EndpointRuntime
-from mme_triton.local.route.limits import DEFAULT_MAX_COMPRESSION_RATIO, DEFAULT_MAX_MEMBERS, check_limits
+from mme_triton.local.route.limits import (
+    DEFAULT_MAX_COMPRESSION_RATIO,
+    DEFAULT_MAX_INSTANCES,
+    DEFAULT_MAX_MEMBERS,
+    check_limits,
+)
 from mme_triton.local.route.names import is_shell_safe
 from mme_triton.local.route.runtime import InvocationRuntime
 from mme_triton.local.serve import default_triton_factory
@@ -56,14 +60,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_BUCKET_PREFIX = "mme-triton-local-"
 """The stack's default bucket is this prefix and its account id (bucket names are global, as in AWS)."""
-
-_ROLE_NAME = "mme-triton-local-execution"
-_TRUST_POLICY = {
-    "Version": "2012-10-17",
-    "Statement": [
-        {"Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}, "Action": "sts:AssumeRole"}
-    ],
-}
 
 
 class LocalStack:
@@ -99,6 +95,8 @@ class LocalStack:
             ``VolumeSizeInGB`` when set, else 16 GiB (a number is a ceiling on both).
         max_archive_members: entries one archive may hold (default 10,000).
         max_compression_ratio: how many times an archive may expand (default 200).
+        max_instances: the most instances (a Triton each) one endpoint's variant runs (default 16); a
+            larger instance count is served by that many, with a warning.
         metrics_period: seconds between two publications of the endpoints' CloudWatch metrics: 60 as on
             SageMaker (every minute), or 1, 5, 10, 20, 30 for tests and notebooks (high-resolution
             metrics, read back with a period as short). Metrics left are published by :meth:`stop`.
@@ -137,6 +135,7 @@ class LocalStack:
         max_unpacked_bytes: int | None = None,
         max_archive_members: int = DEFAULT_MAX_MEMBERS,
         max_compression_ratio: float = DEFAULT_MAX_COMPRESSION_RATIO,
+        max_instances: int = DEFAULT_MAX_INSTANCES,
         metrics_period: float = DEFAULT_METRICS_PERIOD,
         triton_ports: bool = False,
     ) -> None:
@@ -163,7 +162,9 @@ class LocalStack:
             max_unpacked_bytes=max_unpacked_bytes,
             max_archive_members=max_archive_members,
             max_compression_ratio=max_compression_ratio,
+            max_instances=max_instances,
         )
+        self.max_instances = max_instances
         self.shm_limit = shm_limit
         self.max_unpacked_bytes = max_unpacked_bytes
         self.max_archive_members = max_archive_members
@@ -226,6 +227,7 @@ class LocalStack:
                 max_unpacked_bytes=self.max_unpacked_bytes,
                 max_archive_members=self.max_archive_members,
                 max_compression_ratio=self.max_compression_ratio,
+                max_instances=self.max_instances,
             )
             plane = ControlPlane(
                 region=self.region,
@@ -245,7 +247,7 @@ class LocalStack:
                 plane.start()
                 runtime.account_id = plane.account_id
                 runtime.bind(plane.boto3_session())
-                self._role_arn = self._create_role(plane)
+                self._role_arn = plane.execution_role()
                 metrics = MetricsRecorder(self._cloudwatch(plane), period=self.metrics_period).start()
                 runtime.metrics = metrics.endpoint  # each endpoint's route records into its sink
             except BaseException:
@@ -486,15 +488,3 @@ class LocalStack:
 
         retries: Any = {"mode": "standard", "total_max_attempts": 3}
         return plane.client("cloudwatch", config=Config(retries=retries, connect_timeout=5, read_timeout=30))
-
-    def _create_role(self, plane: ControlPlane) -> str:
-        iam: Any = plane.boto3_session().client("iam")
-        try:
-            role = iam.create_role(
-                RoleName=_ROLE_NAME,
-                AssumeRolePolicyDocument=json.dumps(_TRUST_POLICY),
-                Description="Execution role of the mme_triton embedded stack",
-            )
-        except iam.exceptions.EntityAlreadyExistsException:
-            role = iam.get_role(RoleName=_ROLE_NAME)
-        return str(role["Role"]["Arn"])

@@ -232,6 +232,33 @@ def test_scaling_fails_as_a_whole_when_a_new_instance_does_not_start(tmp_path: P
     assert [i.closed for i in started] == [None, 0.0]  # i-2 started, then stopped with the failure
 
 
+def test_a_variant_runs_at_most_max_instances_with_a_warning(tmp_path: Path) -> None:
+    """Each instance is a Triton on this machine: an instance count over the stack's bound is served by
+    that many instances, and says so."""
+    from mme_triton.errors import MMETritonWarning
+
+    made: list[_Instance] = []
+
+    def new_instance(instance_id: str) -> Any:
+        made.append(_Instance(instance_id))
+        return made[-1]
+
+    runtime = EndpointRuntime(
+        EndpointModels("crowded", "s3://bucket/models/", instance_count=40),
+        new_instance=new_instance,
+        workdir=tmp_path,
+        max_instances=3,
+    )
+    with pytest.warns(MMETritonWarning, match="asks for 40 instances; the stack runs at most 3"):
+        runtime.start()
+    assert len(runtime.instances) == 3
+    runtime.scale_to(2)
+    with pytest.warns(MMETritonWarning, match="asks for 9 instances"):
+        runtime.scale_to(9)
+
+    assert len(runtime.instances) == 3 and len(made) == 4
+
+
 def test_a_request_that_chose_a_leaving_instance_is_routed_again(tmp_path: Path) -> None:
     runtime, (first, second) = _variant(tmp_path, 2)
     first.wait = 0.0

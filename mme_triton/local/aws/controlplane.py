@@ -46,6 +46,7 @@ Example::
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import secrets
 import threading
@@ -282,6 +283,30 @@ class ControlPlane:
         """A client for ``service_name`` on this plane (shorthand for ``boto3_session().client``)."""
         session: Any = self.boto3_session()
         return session.client(service_name, config=config)
+
+    def execution_role(self, name: str = "mme-triton-local-execution") -> str:
+        """The ARN of an IAM role SageMaker may assume (``deploy_mme(role=...)``), created in this plane's
+        account unless it exists."""
+        iam: Any = self.client("iam")
+        trust = {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "sagemaker.amazonaws.com"},
+                    "Action": "sts:AssumeRole",
+                }
+            ],
+        }
+        try:
+            role = iam.create_role(
+                RoleName=name,
+                AssumeRolePolicyDocument=json.dumps(trust),
+                Description="Execution role of the mme_triton embedded stack",
+            )
+        except iam.exceptions.EntityAlreadyExistsException:
+            role = iam.get_role(RoleName=name)
+        return str(role["Role"]["Arn"])
 
     def fail_next(self, endpoint_name: str, reason: str) -> None:
         """Make the next transition of ``endpoint_name`` fail with ``FailureReason = reason``."""

@@ -24,13 +24,14 @@ import logging
 import random
 import threading
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from mme_triton._multimodel import SPILL, SPILL_WAIT_S, place, route
 from mme_triton._sagemaker import INVOCATION_TIMEOUT_SECONDS
-from mme_triton.errors import LocalStackError
+from mme_triton.errors import LocalStackError, MMETritonWarning
 from mme_triton.local.route._cache import ModelDataNotFoundError, model_hash_of
 from mme_triton.local.route._instance_view import DEFAULT_COLD_START_S, median
 from mme_triton.local.route.instance import (
@@ -41,6 +42,7 @@ from mme_triton.local.route.instance import (
     InstanceRetiredError,
     InstanceRuntime,
 )
+from mme_triton.local.route.limits import DEFAULT_MAX_INSTANCES
 from mme_triton.local.route.metrics import MetricsSink, NullMetricsSink, record_invocation
 from mme_triton.local.route.responses import RuntimeResponse, service_unavailable
 from mme_triton.local.route.timings import LoadTimings
@@ -87,6 +89,8 @@ class EndpointRuntime:
         numbers: the numbers of the instances' ids, never reused within the endpoint.
         metrics: the variant's sink (one for every instance).
         seed: for the draws that break ties in placing a model.
+        max_instances: the most instances it runs, whatever its count says (a Triton each on this
+            machine): more are refused with a warning.
     """
 
     def __init__(
@@ -98,6 +102,7 @@ class EndpointRuntime:
         numbers: Iterator[int] | None = None,
         metrics: MetricsSink | None = None,
         seed: int | None = None,
+        max_instances: int = DEFAULT_MAX_INSTANCES,
     ) -> None:
         self.models = models
         self.metrics: MetricsSink = metrics or NullMetricsSink()
@@ -111,6 +116,7 @@ class EndpointRuntime:
         self._scale_lock = threading.Lock()
         self._draw = random.Random(seed).random
         self._successor: EndpointRuntime | None = None
+        self._max_instances = max_instances
         self.model_data_url = models.model_data_url
         self.cache_disabled = models.model_cache == "Disabled"
 
@@ -122,11 +128,24 @@ class EndpointRuntime:
         Raises:
             LocalStackError: an instance could not start (those that did are stopped).
         """
-        count = self.models.instance_count if count is None else count
+        count = self._bounded(self.models.instance_count if count is None else count)
         if count < 1:
             raise LocalStackError(f"endpoint {self.endpoint_name}: {count} instances serve nothing")
         self._instances = self._start_instances(count)
         return self
+
+    def _bounded(self, count: int) -> int:
+        """``count``, at most ``max_instances`` (with a warning: each is a Triton on this machine)."""
+        if count <= self._max_instances:
+            return count
+        message = (
+            f"endpoint {self.endpoint_name}: its variant asks for {count} instances; the stack runs at most "
+            f"{self._max_instances} (LocalStack(max_instances=), each is a Triton on this machine), so "
+            f"{self._max_instances} serve it while DescribeEndpoint says {count}"
+        )
+        logger.warning("%s", message)
+        warnings.warn(message, MMETritonWarning, stacklevel=3)
+        return self._max_instances
 
     def _start_instances(self, count: int) -> list[InstanceRuntime]:
         names = [f"i-{next(self._numbers)}" for _ in range(count)]
@@ -168,6 +187,7 @@ class EndpointRuntime:
         """
         if count < 1:
             raise LocalStackError(f"endpoint {self.endpoint_name}: {count} instances serve nothing")
+        count = self._bounded(count)
         with self._scale_lock:
             current = len(self._instances)
             if count > current:
@@ -219,10 +239,12 @@ class EndpointRuntime:
         threading.Thread(target=stop, name=name, daemon=True).start()
 
     def close(self, *, drain_timeout: float = 0.0) -> None:
-        """Stop every instance (side by side), after ``drain_timeout`` seconds at most for their requests."""
+        """Stop every instance (side by side), after ``drain_timeout`` seconds at most for their requests;
+        those leaving the variant too (stopping one twice does nothing)."""
         with self._route_lock:
             instances, self._instances = self._instances, []
         self._gone.extend(instances)
+        instances = list(self._gone)
         threads = [
             threading.Thread(
                 target=instance.close,

@@ -45,6 +45,7 @@ from mme_triton.local.route.extract import ExtractLimits
 from mme_triton.local.route.instance import InstanceRuntime
 from mme_triton.local.route.limits import (
     DEFAULT_MAX_COMPRESSION_RATIO,
+    DEFAULT_MAX_INSTANCES,
     DEFAULT_MAX_MEMBERS,
     DEFAULT_MAX_UNPACKED_BYTES,
     GiB,
@@ -114,6 +115,7 @@ class InvocationRuntime:
             ``VolumeSizeInGB`` when set, else 16 GiB. A number is a ceiling on that too.
         max_archive_members: entries one archive may hold.
         max_compression_ratio: how many times an archive may expand.
+        max_instances: the most instances (a Triton each) one endpoint's variant runs.
         metrics: ``(endpoint name, variant name) -> sink``: where each endpoint's CloudWatch metrics are
             recorded (:mod:`mme_triton.local.route.metrics`); the stack passes its recorder's. None: nowhere.
 
@@ -139,6 +141,7 @@ class InvocationRuntime:
         max_unpacked_bytes: int | None = None,
         max_archive_members: int = DEFAULT_MAX_MEMBERS,
         max_compression_ratio: float = DEFAULT_MAX_COMPRESSION_RATIO,
+        max_instances: int = DEFAULT_MAX_INSTANCES,
         metrics: SinkFactory | None = None,
     ) -> None:
         endpoint_budget(memory_budget, None)  # validates it
@@ -151,7 +154,9 @@ class InvocationRuntime:
             max_unpacked_bytes=max_unpacked_bytes,
             max_archive_members=max_archive_members,
             max_compression_ratio=max_compression_ratio,
+            max_instances=max_instances,
         )
+        self.max_instances = max_instances
         self.max_unpacked_bytes = max_unpacked_bytes
         self.max_archive_members = max_archive_members
         self.max_compression_ratio = max_compression_ratio
@@ -169,6 +174,7 @@ class InvocationRuntime:
         self.metrics: SinkFactory = metrics or null_sink_factory
         self._sinks: dict[str, tuple[str, MetricsSink]] = {}  # endpoint -> (variant, sink)
         self._numbers: dict[str, itertools.count[int]] = {}  # endpoint -> its instances' numbers
+        self._replaced: dict[str, list[EndpointRuntime]] = {}  # runtimes updates replaced (draining)
         self._lock = threading.Lock()
         self._session: Any = None
         self._s3: S3Client | None = None
@@ -260,7 +266,12 @@ class InvocationRuntime:
             )
 
         runtime = EndpointRuntime(
-            models, new_instance=new_instance, workdir=workdir, numbers=numbers, metrics=sink
+            models,
+            new_instance=new_instance,
+            workdir=workdir,
+            numbers=numbers,
+            metrics=sink,
+            max_instances=self.max_instances,
         )
         try:
             runtime.start()
@@ -288,6 +299,8 @@ class InvocationRuntime:
         if previous is not None:
             # new requests go to the new instances; those still on the old ones finish before they stop
             previous.retire(runtime)
+            with self._lock:
+                self._replaced.setdefault(endpoint_name, []).append(previous)
 
     def on_instance_count(self, endpoint_name: str, variant_name: str, count: int) -> None:
         """Run ``count`` instances of the endpoint's variant (``UpdateEndpointWeightsAndCapacities``, and
@@ -309,10 +322,13 @@ class InvocationRuntime:
         """Stop the endpoint's Tritons and forget its models."""
         with self._lock:
             runtime = self._endpoints.pop(endpoint_name, None)
+            replaced = self._replaced.pop(endpoint_name, [])
             _, sink = self._sinks.pop(endpoint_name, ("", None))
             self._numbers.pop(endpoint_name, None)
         if sink is not None:
             sink.close()
+        for old in replaced:
+            old.close()
         if runtime is not None:
             runtime.close()
             logger.info("endpoint %s deleted: its Tritons stopped", endpoint_name)
@@ -322,7 +338,9 @@ class InvocationRuntime:
         self._stopping.set()
         with self._lock:
             runtimes = list(self._endpoints.values())
+            runtimes += [old for olds in self._replaced.values() for old in olds]
             self._endpoints.clear()
+            self._replaced.clear()
 
         def close(runtime: EndpointRuntime) -> None:
             try:
