@@ -38,6 +38,8 @@ import triton_python_backend_utils as pb_utils
 
 class TritonPythonModel:
     def initialize(self, args):
+        with open({events!r}, "a") as events:
+            events.write(f"initialize {name} {{time.time()}}\\n")
         time.sleep({initialize})
 
     def execute(self, requests):
@@ -53,6 +55,8 @@ class TritonPythonModel:
 
     def finalize(self):
         time.sleep({finalize})
+        with open({events!r}, "a") as events:
+            events.write(f"finalized {name} {{time.time()}}\\n")
 """
 
 
@@ -65,7 +69,9 @@ def sleepy_model(
     execute: float = 0,
     finalize: float = 0,
 ) -> Path:
-    """A python model ``OUTPUT0 = factor * INPUT0`` that sleeps as told and logs each execution."""
+    """A python model ``OUTPUT0 = factor * INPUT0`` that sleeps as told, logs each execution to
+    ``repository/<name>.executions``, and when its ``initialize`` starts and its ``finalize`` ends (with
+    ``time.time()``) to ``repository/events.log``, which the models of a repository share."""
     directory = repository / name
     (directory / "1").mkdir(parents=True)
     (directory / "1" / "model.py").write_text(
@@ -75,6 +81,8 @@ def sleepy_model(
             finalize=finalize,
             factor=factor,
             log=str(repository / f"{name}.executions"),
+            events=str(repository / "events.log"),
+            name=name,
         )
     )
     (directory / "config.pbtxt").write_text(

@@ -137,6 +137,41 @@ def test_stack_hot_model_is_never_a_victim_while_two_models_requested_at_once_ta
     assert max(latencies) < 1.0, sorted(latencies)[-5:]
 
 
+def test_stack_load_waits_for_the_unload_that_frees_its_room_not_for_unrelated_ones(
+    two_slots: LocalStack, tmp_path: Path
+) -> None:
+    """Room for two, both held by unused models, one whose unload takes 5 s (its ``finalize``), the other
+    1 s. Two models requested at once each unload one: the first to start does so once the 1 s unload has
+    freed its room, before the 5 s unload ends (it used to wait for every unload under way)."""
+    slow = sleepy_model(tmp_path, "long_unload", finalize=5)
+    quick = sleepy_model(tmp_path, "short_unload", finalize=1)
+    wanted = [sleepy_model(tmp_path, name, factor=3) for name in ("wanted_a", "wanted_b")]
+    client = _deploy(two_slots, "unloads", [slow, quick, *wanted])
+    client.infer("long_unload.tar.gz", {"INPUT0": X})
+    client.infer("short_unload.tar.gz", {"INPUT0": X})
+    time.sleep(1.0)  # both unused now
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        answers = list(
+            pool.map(lambda name: client.infer(f"{name}.tar.gz", {"INPUT0": X}), ["wanted_a", "wanted_b"])
+        )
+    runtime = two_slots.endpoint_runtime("unloads")
+    assert runtime is not None
+    runtime.wait_for_unloads(timeout=30)
+
+    for answer in answers:
+        np.testing.assert_allclose(answer["OUTPUT0"], 3 * X)
+    events = {
+        (what, name): float(moment)
+        for what, name, moment in (
+            line.split() for line in (tmp_path / "events.log").read_text().splitlines()
+        )
+    }
+    first = min(events[("initialize", "wanted_a")], events[("initialize", "wanted_b")])
+    assert events[("finalized", "short_unload")] < first < events[("finalized", "long_unload")], events
+    assert runtime.evictions == 2
+
+
 def test_stack_never_holds_more_models_than_its_budget_under_8_clients(
     two_slots: LocalStack, tmp_path: Path
 ) -> None:

@@ -30,6 +30,7 @@ class Recovery(Lifecycle):
     # set by InstanceRuntime.__init__
     _restart_failed_at: float
     _replace: Callable[[int], TritonLike] | None
+    _load_asked: dict[str, float]
     restarts: int
 
     def _watch(self, interval: float) -> None:
@@ -53,6 +54,7 @@ class Recovery(Lifecycle):
             self._generation += 1
             self._lru.clear()
             self._loading.clear()
+            self._load_asked.clear()
             self._unloading.clear()
             self._unloading_bytes.clear()
             self._reserved.clear()
