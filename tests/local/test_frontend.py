@@ -167,8 +167,11 @@ def test_front_end_runs_two_loads_requested_at_once_side_by_side(
             load.start()
         for load in loads:
             load.join()
-        for model_hash in hashes:
-            server.unload(model_hash)
+        unloads = [threading.Thread(target=server.unload, args=(h,)) for h in hashes]
+        for unload in unloads:
+            unload.start()
+        for unload in unloads:
+            unload.join()
         events = [line.split() for line in log.read_text().splitlines()]
 
         # both began before either ended
@@ -184,7 +187,7 @@ class TritonPythonModel:
     def initialize(self, args):
         with open({log!r}, "a") as log:
             log.write(f"start {name} {{time.time()}}\\n")
-        time.sleep(1.5)
+        time.sleep(1.0)
         with open({log!r}, "a") as log:
             log.write(f"end {name} {{time.time()}}\\n")
 
