@@ -81,7 +81,7 @@ def test_sagemaker_fact_is_defined_only_in_sagemaker_module(fact: str, pattern: 
         ("mme_triton.artifact.package", "target_model_problem", "target_model_problem"),
         ("mme_triton.artifact.s3", "parse_s3_url", "parse_s3_url"),
         ("mme_triton.artifact", "parse_s3_url", "parse_s3_url"),
-        ("mme_triton.local.route.runtime", "parse_s3_url", "parse_s3_url"),
+        ("mme_triton.local.route._describe", "parse_s3_url", "parse_s3_url"),
         ("mme_triton.local.route._cache", "parse_s3_url", "parse_s3_url"),
         ("mme_triton.endpoint._resolve", "parse_s3_url", "parse_s3_url"),
         ("mme_triton.client._core", "parse_s3_url", "parse_s3_url"),
@@ -95,8 +95,8 @@ def test_sagemaker_fact_is_defined_only_in_sagemaker_module(fact: str, pattern: 
         ("mme_triton.artifact.s3", "error_code", "error_code"),
         ("mme_triton.endpoint.teardown", "model_data_url_of", "model_data_url_of"),
         ("mme_triton.endpoint.models", "model_data_url_of", "model_data_url_of"),
-        ("mme_triton.local.route.runtime", "model_data_url_of", "model_data_url_of"),
-        ("mme_triton.local.route.runtime", "serving_container", "serving_container"),
+        ("mme_triton.local.route._describe", "model_data_url_of", "model_data_url_of"),
+        ("mme_triton.local.route._describe", "serving_container", "serving_container"),
         ("mme_triton.model._ensemble", "ENSEMBLE_CONFIG_PATTERN", "ENSEMBLE_CONFIG_PATTERN"),
         ("mme_triton.local.route.extract", "ENSEMBLE_CONFIG_PATTERN", "ENSEMBLE_CONFIG_PATTERN"),
         ("mme_triton.endpoint._metric_queries", "ENDPOINT_METRICS", "ENDPOINT_METRICS"),
@@ -121,6 +121,25 @@ def test_stages_import_the_one_release_table(module: str, name: str) -> None:
     from mme_triton import _triton_releases
 
     assert getattr(importlib.import_module(module), name) is getattr(_triton_releases, name)
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "rule"),
+    [
+        ("mme_triton.capacity._engine", "route_to", "route"),
+        ("mme_triton.capacity._engine", "place_on", "place"),
+        ("mme_triton.capacity._engine", "IDLE_AFTER_S", "IDLE_AFTER_S"),
+        ("mme_triton.local.route.endpoint_runtime", "route", "route"),
+        ("mme_triton.local.route.endpoint_runtime", "place", "place"),
+        ("mme_triton.local.route._lifecycle", "unused", "unused"),
+    ],
+)
+def test_simulator_and_stack_route_by_the_one_rule(module: str, name: str, rule: str) -> None:
+    """How a variant's instances share requests and memory is decided once (``mme_triton._multimodel``):
+    the capacity simulator and the embedded stack use the same functions and constants."""
+    from mme_triton import _multimodel
+
+    assert getattr(importlib.import_module(module), name) is getattr(_multimodel, rule)
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=[str(p.relative_to(PACKAGE)) for p in SOURCES])

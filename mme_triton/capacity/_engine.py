@@ -12,10 +12,12 @@ runnable processes). It is kept as a virtual clock per instance: the clock runs 
 speed, an execution started at clock ``v`` with ``w`` seconds of work ends when the clock reaches
 ``v + w``, so the executions end in the order of those tags, and only the next one is on the heap.
 
-A model is *in use* on an instance while a request for it is queued or executing there; only models not
-in use are unloaded, least recently used first, when a load needs their memory. Plain Python lists and
-dicts on purpose: per request this is a few dict look-ups, which beats numpy's per-call overhead on
-scalars. Only the standard library is imported.
+A model is *in use* on an instance while a request for it is queued or executing there, and for
+:data:`~mme_triton._multimodel.IDLE_AFTER_S` after the last one ended; only models not in use are
+unloaded, least recently used first, when a load needs their memory. Routing, placement, what is unused and
+when a load gets room follow :mod:`mme_triton._multimodel`, the rules the embedded stack follows too. Plain
+Python lists and dicts on purpose: per request this is a few dict look-ups, which beats numpy's per-call
+overhead on scalars. Only the standard library is imported.
 """
 
 from __future__ import annotations
@@ -27,12 +29,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import count
 
+from mme_triton._multimodel import IDLE_AFTER_S, SPILL
+from mme_triton._multimodel import place as place_on
+from mme_triton._multimodel import route as route_to
+
 __all__ = ["ERROR_NAMES", "EngineResult", "ModelTable", "run"]
 
 ABSENT, PENDING, LOADING, LOADED, DOWNLOADING = 0, 1, 2, 3, 4
 OK, NOT_READY, TIMED_OUT, TOO_LARGE = 0, 1, 2, 3
 ERROR_NAMES = {NOT_READY: "not_ready", TIMED_OUT: "timed_out", TOO_LARGE: "too_large"}
-_LOAD_DONE, _UNLOAD_DONE, _EXEC_DONE, _LOAD_FAILED, _DOWNLOAD_DONE = 0, 1, 2, 3, 4
+_LOAD_DONE, _UNLOAD_DONE, _EXEC_DONE, _LOAD_FAILED, _DOWNLOAD_DONE, _RETRY = 0, 1, 2, 3, 4, 5
 _EPSILON = 1e-9
 
 
@@ -71,9 +77,11 @@ class EngineResult:
 
 class _Instance:
     __slots__ = (
+        "after_unload",
         "clock",
         "clock_at",
         "disk",
+        "ended",
         "holding",
         "idle",
         "index",
@@ -86,6 +94,9 @@ class _Instance:
         "pending",
         "pending_bytes",
         "queue",
+        "reserved",
+        "reserved_bytes",
+        "retry_at",
         "running",
         "state",
         "tags",
@@ -103,6 +114,7 @@ class _Instance:
         self.queue: dict[int, deque[int]] = {}  # model -> requests waiting for a free model instance
         self.idle: dict[int, int] = {}  # model -> model instances not executing
         self.inuse: dict[int, int] = {}  # model -> requests queued or executing
+        self.ended: dict[int, float] = {}  # model -> when its last request ended
         self.last: dict[int, float] = {}  # model -> last use
         self.lru: OrderedDict[int, None] = OrderedDict()  # loaded models, least recently used first
         self.waiters: dict[int, list[int]] = {}  # model being loaded -> requests waiting for it
@@ -110,6 +122,10 @@ class _Instance:
         self.disk: set[int] = set()  # unloaded models kept on the volume
         self.pending: deque[int] = deque()  # loads waiting for memory, first come first served
         self.pending_bytes = 0
+        self.reserved: OrderedDict[int, None] = OrderedDict()  # loads whose room waits for unloads to end
+        self.reserved_bytes = 0
+        self.after_unload: set[int] = set()  # loads waiting for their model's own unload to end
+        self.retry_at: float | None = None
         self.unloading: dict[int, int] = {}
         self.unloading_bytes = 0
         self.used = 0
@@ -136,13 +152,13 @@ def run(
     timeout: float,
     load_limit: float,
     processors: int = 1_000_000,
-    spill_wait: float = 1.0,
 ) -> EngineResult:
     """Simulate ``instances`` instances of ``budget`` bytes and ``processors`` processors each serving the
     requests (times sorted).
 
     A request goes to an instance that holds its model; when the wait there would be longer than the
-    model's cold start and ``spill_wait``, to another instance, which loads it too.
+    model's cold start and :data:`~mme_triton._multimodel.SPILL_WAIT_S`, to another instance, which loads
+    it too (:func:`mme_triton._multimodel.route`).
     """
     n = len(times)
     mem, cold, reload_, unload_s = models.memory, models.cold, models.reload, models.unload
@@ -208,12 +224,13 @@ def run(
                 else:
                     latency[r] = took
             inst.inuse[m] -= len(members)
+            inst.ended[m] = t
             start(inst, m, t)
             if inst.inuse[m] == 0:
                 freed = True
         reschedule(inst, t)
         if freed and inst.pending:
-            process_pending(inst, t)  # a model just became unused: a waiting load may evict it
+            schedule_retry(inst, t)  # a model becomes unused soon: a waiting load may evict it then
 
     # -- memory: loads, unloads ----------------------------------------------------------------------
 
@@ -231,13 +248,15 @@ def run(
         else:
             inst.used -= mem[v]
 
+    def is_unused(inst: _Instance, v: int, t: float) -> bool:
+        return not inst.inuse[v] and inst.ended.get(v, -IDLE_AFTER_S) + IDLE_AFTER_S <= t
+
     def evict(inst: _Instance, shortfall: int, t: float) -> bool:
         """Unload unused models, least recently used first, to free ``shortfall`` bytes; all or nothing."""
         victims = []
         freed = 0
-        inuse = inst.inuse
         for v in inst.lru:
-            if not inuse[v]:
+            if is_unused(inst, v, t):
                 victims.append(v)
                 freed += mem[v]
                 if freed >= shortfall:
@@ -247,6 +266,21 @@ def run(
         for v in victims:
             unload(inst, v, t)
         return True
+
+    def schedule_retry(inst: _Instance, t: float) -> None:
+        """Retry waiting loads when the next loaded model becomes unused (a model in use retries when its
+        last request ends; loads and unloads that end retry by themselves)."""
+        soonest = min(
+            (
+                inst.ended[v] + IDLE_AFTER_S
+                for v in inst.lru
+                if not inst.inuse[v] and inst.ended.get(v, -IDLE_AFTER_S) + IDLE_AFTER_S > t
+            ),
+            default=None,
+        )
+        if soonest is not None and (inst.retry_at is None or soonest < inst.retry_at):
+            inst.retry_at = soonest
+            push(heap, (soonest, next(seq), _RETRY, inst.index, -1))
 
     def begin_load(inst: _Instance, m: int, t: float) -> None:
         inst.used += mem[m]
@@ -268,27 +302,39 @@ def run(
             inst.load_end[m] = t + took
 
     def process_pending(inst: _Instance, t: float) -> None:
+        """Start the loads whose room is held once the instance holds them (their unloads ended), then give
+        room to the waiting loads in turn: a load that fits starts, one that fits once unused models are
+        unloaded holds its room, one that does not fit yet stops the queue."""
+        reserved = inst.reserved
+        for m in list(reserved):
+            if budget - inst.used >= mem[m]:
+                del reserved[m]
+                inst.reserved_bytes -= mem[m]
+                begin_load(inst, m, t)
         pending = inst.pending
         while pending:
             m = pending[0]
-            if m in inst.unloading:
-                break  # its earlier copy is still unloading
             need = mem[m]
-            free = budget - inst.used
-            if free < need:
-                if free + inst.unloading_bytes < need and not evict(
-                    inst, need - free - inst.unloading_bytes, t
-                ):
-                    break  # retried when a model becomes unused, or an unload ends
-                if budget - inst.used < need:
-                    break  # the memory comes back when the unloads end
+            # as if the unloads under way had ended: they free their room
+            free = budget - (inst.used - inst.unloading_bytes) - inst.reserved_bytes
+            if free < need and not evict(inst, need - free, t):
+                schedule_retry(inst, t)
+                break
             pending.popleft()
             inst.pending_bytes -= need
-            begin_load(inst, m, t)
+            if budget - inst.used >= need:
+                begin_load(inst, m, t)
+            else:  # its room is held; it starts when the unloads that free it end
+                reserved[m] = None
+                inst.reserved_bytes += need
 
     def request_load(inst: _Instance, m: int, t: float) -> None:
         inst.waiters[m] = []
         holders.setdefault(m, []).append(inst.index)
+        if m in inst.unloading:  # its earlier copy is still unloading: the load asks for room after it
+            inst.state[m] = PENDING
+            inst.after_unload.add(m)
+            return
         download = cold[m] - reload_[m]
         if m not in inst.disk and download > 0 and cold[m] <= load_limit:
             # the download to the volume holds no memory for models; the load after it does
@@ -340,41 +386,39 @@ def run(
         elif kind == _UNLOAD_DONE:
             inst.used -= inst.unloading.pop(m)
             inst.unloading_bytes -= mem[m]
+            if m in inst.after_unload:
+                inst.after_unload.discard(m)
+                queue_load(inst, m, t)
+                return
         elif kind == _DOWNLOAD_DONE:
             inst.disk.add(m)
             queue_load(inst, m, t)
             return
         elif kind == _LOAD_FAILED:
             drop(inst, m, t)
-        if inst.pending:
+        elif kind == _RETRY:
+            if inst.retry_at != t:
+                return  # superseded by an earlier retry
+            inst.retry_at = None
+        if inst.pending or inst.reserved:
             process_pending(inst, t)
 
     # -- routing ---------------------------------------------------------------------------------------
 
-    def idle_since(inst: _Instance) -> float | None:
-        inuse = inst.inuse
+    def idle_since(inst: _Instance, t: float) -> float | None:
         for v in inst.lru:
-            if not inuse[v]:
+            if is_unused(inst, v, t):
                 return inst.last[v]
         return None
 
     def place(m: int, t: float, exclude: list[int]) -> _Instance:
-        """Where a model no instance (or no instance at hand) holds is loaded: the instance with the most
-        free memory if one has room, else the one whose least recently used idle model is oldest."""
+        """Where a model no instance (or no instance at hand) holds is loaded
+        (:func:`mme_triton._multimodel.place`)."""
         need = mem[m]
         candidates = [inst for inst in insts if inst.index not in exclude]
-        roomy = [c for c in candidates if budget - c.used - c.pending_bytes >= need]
-        if roomy:
-            most = max(budget - c.used - c.pending_bytes for c in roomy)
-            best = [c for c in roomy if budget - c.used - c.pending_bytes == most]
-            return best[int(rnd() * len(best))] if len(best) > 1 else best[0]
-        oldest: _Instance | None = None
-        oldest_t = 0.0
-        for c in candidates:
-            since = idle_since(c)
-            if since is not None and (oldest is None or since < oldest_t):
-                oldest, oldest_t = c, since
-        return oldest if oldest is not None else candidates[int(rnd() * len(candidates))]
+        free = [budget - c.used - c.pending_bytes - c.reserved_bytes for c in candidates]
+        chosen = place_on(free, [room >= need for room in free], [idle_since(c, t) for c in candidates], rnd)
+        return candidates[chosen]
 
     def expected_wait(inst: _Instance, m: int, t: float) -> float:
         state = inst.state[m]
@@ -389,15 +433,14 @@ def run(
         return cold[m]
 
     def route(m: int, t: float) -> _Instance:
+        """Where a request goes (:func:`mme_triton._multimodel.route`)."""
         held = holders.get(m)
         if not held:
             return place(m, t, [])
-        best = insts[held[0]]
-        if len(held) > 1:
-            best = min((insts[i] for i in held), key=lambda inst: expected_wait(inst, m, t))
-        if len(held) < instances and expected_wait(best, m, t) > max(cold[m], spill_wait):
+        chosen = route_to([expected_wait(insts[i], m, t) for i in held], cold[m], instances=instances)
+        if chosen == SPILL:
             return place(m, t, held)  # the model is swamped: SageMaker sends some requests elsewhere
-        return best
+        return insts[held[chosen]]
 
     single = insts[0] if instances == 1 else None
     instance_of = out.instance

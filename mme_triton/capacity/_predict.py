@@ -116,11 +116,12 @@ def serve(
     *,
     closed: bool,
     warm: Sequence[str] = (),
+    instances: int = 1,
 ) -> SimulationResult:
-    """Simulate requests at ``scheduled`` times; ``closed``: from one client that sends each request once
-    the one before is answered (a request goes at its time, or when the one before comes back if later);
-    ``warm``: models loaded one after the other before the first request (one request each, left out of
-    the result, its loads and unloads too).
+    """Simulate requests at ``scheduled`` times on ``instances`` instances; ``closed``: from one client that
+    sends each request once the one before is answered (a request goes at its time, or when the one before
+    comes back if later); ``warm``: models loaded one after the other before the first request (one request
+    each, left out of the result, its loads and unloads too).
 
     The simulation is open (arrivals do not wait for answers), so the closed client is found by
     iteration: simulate, move each request to after the predicted answer of the one before, again until
@@ -129,12 +130,12 @@ def serve(
     gap = 1.0 + max((by_name[name].cold_start_s + by_name[name].unload_s for name in warm), default=0.0)
     lead = [(index * gap, name) for index, name in enumerate(warm)]
     offset = len(lead) * gap + (gap if lead else 0.0)
-    before = _warm_counts(profiles, lead, kind) if lead else (0, 0, 0)
+    before = _warm_counts(profiles, lead, kind, instances) if lead else (0, 0, 0)
     times = list(scheduled)
     result: SimulationResult | None = None
     for _ in range(len(times)):
         rows = lead + [(offset + t, name) for t, name in zip(times, targets, strict=True)]
-        result = _after(simulate(profiles, Traffic.trace(rows), kind, 1), len(lead), before)
+        result = _after(simulate(profiles, Traffic.trace(rows), kind, instances), len(lead), before)
         if not closed:
             return result
         latency = result.latency_s.tolist()
@@ -149,10 +150,10 @@ def serve(
 
 
 def _warm_counts(
-    profiles: list[ModelProfile], lead: list[tuple[float, str]], kind: InstanceType
+    profiles: list[ModelProfile], lead: list[tuple[float, str]], kind: InstanceType, instances: int
 ) -> tuple[int, int, int]:
     """Loads, downloads and unloads of the warm-up alone."""
-    alone = simulate(profiles, Traffic.trace(lead), kind, 1)
+    alone = simulate(profiles, Traffic.trace(lead), kind, instances)
     return alone.loads, alone.downloads, alone.unloads
 
 

@@ -2,9 +2,9 @@
 
 Each model directory is packaged once; every TargetModel the replay names is uploaded as that archive
 under its own name (an :class:`~mme_triton.artifact.package.Artifact` renamed: SageMaker serves whatever
-object is at ``<ModelDataUrl><TargetModel>``). The endpoint is deployed with one instance, the requests
-are sent in their timing by up to ``concurrency`` threads, and the endpoint's metrics are read back once
-they count every request sent (CloudWatch publishes them a period later).
+object is at ``<ModelDataUrl><TargetModel>``). The endpoint is deployed with the plan's instance count,
+the requests are sent in their timing by up to ``concurrency`` threads, and the endpoint's metrics are read
+back once they count every request sent (CloudWatch publishes them a period later).
 """
 
 from __future__ import annotations
@@ -107,6 +107,7 @@ def replay(
     profile_of: Mapping[str, str],
     *,
     instance_type: str,
+    instance_count: int = 1,
     stack: Any,
     boto3_session: Any,
     role: str | None,
@@ -134,7 +135,14 @@ def replay(
     inputs = _bodies({name: sources[name] for name in names})
     with tempfile.TemporaryDirectory(prefix="mme-validate-") as scratch:
         _upload(names, sources, profile_of, url, session, Path(scratch))
-    deploy_mme(endpoint_name, url, role=role, instance_type=instance_type, boto3_session=session)
+    deploy_mme(
+        endpoint_name,
+        url,
+        role=role,
+        instance_type=instance_type,
+        instance_count=instance_count,
+        boto3_session=session,
+    )
     try:
         # one kept-alive connection per sending thread, on the client's own path: the endpoint is measured
         client = MMEClient(

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from mme_triton.capacity import _predict
 from mme_triton.capacity._replay import Replay, replay
 from mme_triton.capacity.profile import ModelProfile, expand
-from mme_triton.capacity.simulate import simulate
 from mme_triton.capacity.traffic import Traffic
 from mme_triton.endpoint.instance_specs import instance_type as as_instance_type
 
@@ -92,7 +91,7 @@ class Validation:
     """What :func:`validate_plan` found: one :class:`Comparison` per figure, and why they may differ.
 
     Attributes:
-        instance_type, instance_count: the plan validated (the replay runs on one instance of it).
+        instance_type, instance_count: the plan validated (the replay runs on that many instances).
         endpoint_name: the endpoint the requests went to.
         requests: requests sent; ``failed``: those that got an error.
         time_scale: the factor the request times were multiplied by.
@@ -101,8 +100,8 @@ class Validation:
         comparisons: the figures.
         predicted, calibrated, measured: the simulation's summary, the calibrated one, the endpoint's
             metrics summary (``EndpointMetrics.summary()``) with the client's ``p50_s``/``p99_s``.
-        notes: what the reader should know (one instance for many, a budget other than the plan's,
-            timings far from the profile's).
+        notes: what the reader should know (a budget other than the plan's, timings far from the
+            profile's).
     """
 
     instance_type: str
@@ -265,7 +264,7 @@ def validate_plan(
             ``boto3_session``, ``role`` and ``model_data_url`` (AWS, or a stack's session): the budget is
             then the instance type's memory for models, as on SageMaker.
         endpoint_name: default ``validate-<instance type>``.
-        max_requests: replay only the first this many requests (of the first instance's, see below).
+        max_requests: replay only the first this many requests.
         time_scale: multiply the request times by this (``0.1``: ten times faster).
         concurrency: requests in flight at most; with 1 (the default) the requests go one after the
             other, later than their time when the one before is slow, so each request finds the cache as
@@ -288,10 +287,10 @@ def validate_plan(
         metrics_timeout: seconds to wait for the endpoint's metrics to count every request sent.
         keep: leave the endpoint and the uploaded models in place.
 
-    The replay runs on **one instance**: for a row of ``n`` instances, the plan is simulated and the
-    requests it routes to its first instance are replayed. Predictions are re-made by simulating the
-    requests at the times they were actually sent, on the budget the endpoint applies; the plan's row
-    itself is for the whole traffic and is not compared.
+    The endpoint has the row's instance count, and the stack routes among its instances by the rules the
+    simulation follows (:mod:`mme_triton._multimodel`). Predictions are re-made by simulating the requests
+    at the times they were actually sent, on that many instances of the budget the endpoint applies; the
+    plan's row itself is for the whole traffic and is not compared.
 
     Raises:
         ValueError: no row to validate, a model profile without a model directory, no traffic, a stack
@@ -301,7 +300,7 @@ def validate_plan(
 
     if not isinstance(plan, CapacityPlan):
         raise TypeError(f"expected a CapacityPlan, got {type(plan).__name__}")
-    chosen = _choose_row(plan, row)
+    chosen = chosen_row = _choose_row(plan, row)
     traffic = traffic if traffic is not None else plan.requests
     if traffic is None:
         raise ValueError("the plan does not carry its traffic (read from JSON?): give traffic=")
@@ -321,19 +320,7 @@ def validate_plan(
             "endpoint_instance_type= (e.g. 'ml.m5.xlarge') to deploy the replay's endpoint with"
         ) from None
     notes: list[str] = []
-    requests = traffic
-    if chosen.instance_count > 1:
-        whole = simulate(profiles, traffic, kind, chosen.instance_count, seed=plan.seed)
-        first = whole.instance == 0
-        times, targets = traffic.times[first], traffic.targets[first]
-        requests = Traffic.trace(
-            [(float(t), traffic.names[int(m)]) for t, m in zip(times, targets, strict=True)]
-        )
-        notes.append(
-            f"the replay runs on one instance: the {len(requests)} of {len(traffic)} requests the simulation "
-            f"routes to the first of {chosen.instance_count} instances"
-        )
-    rows = requests.rows()
+    rows = traffic.rows()
     if max_requests is not None:
         rows = rows[:max_requests]
     if not rows:
@@ -350,6 +337,7 @@ def validate_plan(
         sources,
         {name: profile.name for name, profile in by_name.items()},
         instance_type=deployed_type,
+        instance_count=chosen.instance_count,
         warm=warmed,
         stack=stack,
         boto3_session=boto3_session,
@@ -369,7 +357,13 @@ def validate_plan(
 
     def predict(chosen: list[ModelProfile]) -> dict[str, Any]:
         result = _predict.serve(
-            chosen, scheduled, done.targets, sim_kind, closed=concurrency == 1, warm=warmed
+            chosen,
+            scheduled,
+            done.targets,
+            sim_kind,
+            closed=concurrency == 1,
+            warm=warmed,
+            instances=chosen_row.instance_count,
         )
         return {**_predict.summary(result), "processor_utilization": _utilization(result, scheduled)}
 

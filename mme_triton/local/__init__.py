@@ -2,8 +2,8 @@
 
 ``LocalStack`` runs moto's server (S3, SageMaker, IAM, Application Auto Scaling) with what moto lacks
 added on top, answers ``InvokeEndpoint`` the way SageMaker's runtime does, and serves every in-service
-endpoint from a real Triton Inference Server (the ``nvidia-pytriton`` wheel's binary) in multi-model
-mode. The library's own functions run against it unchanged: pass ``stack.boto3_session()`` as
+endpoint's instances each from a real Triton Inference Server (the ``nvidia-pytriton`` wheel's binary) in
+multi-model mode. The library's own functions run against it unchanged: pass ``stack.boto3_session()`` as
 ``boto3_session=``. The process environment is never changed.
 
 Example::

@@ -16,7 +16,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from mme_triton.local.route.limits import DEFAULT_MAX_COMPRESSION_RATIO, DEFAULT_MAX_MEMBERS
+from mme_triton.local.route.limits import (
+    DEFAULT_MAX_COMPRESSION_RATIO,
+    DEFAULT_MAX_INSTANCES,
+    DEFAULT_MAX_MEMBERS,
+)
 from mme_triton.local.triton.options import DEFAULT_SHM_LIMIT
 
 __all__ = ["add_local_commands", "local_status", "local_up", "parse_period", "parse_size", "quickstart"]
@@ -105,6 +109,7 @@ def local_up(args: argparse.Namespace, *, stop: threading.Event | None = None) -
         max_unpacked_bytes=args.max_unpacked_bytes,
         max_archive_members=args.max_archive_members,
         max_compression_ratio=args.max_compression_ratio,
+        max_instances=args.max_instances,
         metrics_period=args.metrics_period,
         triton_ports=args.triton_ports,
     )
@@ -187,24 +192,42 @@ def local_status(args: argparse.Namespace) -> int:
         _out(f"no endpoint in service on the stack at {url}")
     for status in statuses:
         budget = "no byte limit" if status.memory_budget is None else human_size(status.memory_budget)
+        several = len(status.instances) > 1
+        count = f"{len(status.instances)} instances, " if several else ""
         _out(
-            f"endpoint {status.endpoint_name} ({status.variant_name}, {status.instance_type}): "
-            f"{len(status.loaded)} loaded, memory budget {budget}; {status.loads} loads, "
-            f"{status.evictions} evictions, {status.downloads} downloads, {status.restarts} restarts"
+            f"endpoint {status.endpoint_name} ({status.variant_name}, {status.instance_type}): {count}"
+            f"{len(status.loaded)} loaded, memory budget {budget}{' per instance' if several else ''}; "
+            f"{status.loads} loads, {status.evictions} evictions, {status.downloads} downloads, "
+            f"{status.restarts} restarts"
         )
-        if status.loaded:
-            _out("  loaded (least recently used first):")
-            width = max(len(model.target_model) for model in status.loaded)
-            for model in status.loaded:
-                _out(
-                    f"    {model.target_model:<{width}}  {human_size(model.memory_bytes):>10}  "
-                    f"loaded {model.loads}x"
-                )
+        for instance in status.instances if several else []:
+            _out(
+                f"  instance {instance.instance_id}: {len(instance.loaded)} loaded; {instance.loads} loads, "
+                f"{instance.evictions} evictions, {instance.downloads} downloads, "
+                f"{instance.restarts} restarts"
+            )
+            _loaded(instance.loaded, "    ")
+        if not several:
+            _loaded(status.loaded, "  ")
         if status.s3_error:
             _out(f"  models in S3: cannot list them ({status.s3_error})")
         else:
             _out(f"  in {status.model_data_url}, not loaded: {', '.join(status.not_loaded) or 'none'}")
     return 0
+
+
+def _loaded(models: list[Any], indent: str) -> None:
+    from mme_triton.local.route.limits import human_size
+
+    if not models:
+        return
+    _out(f"{indent}loaded (least recently used first):")
+    width = max(len(model.target_model) for model in models)
+    for model in models:
+        _out(
+            f"{indent}  {model.target_model:<{width}}  {human_size(model.memory_bytes):>10}  "
+            f"loaded {model.loads}x"
+        )
 
 
 def _show_triton_endpoints(stack: Any, shown: dict[str, Any]) -> None:
@@ -337,6 +360,12 @@ def add_local_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         type=float,
         default=DEFAULT_MAX_COMPRESSION_RATIO,
         help=f"how many times an archive may expand (default: {DEFAULT_MAX_COMPRESSION_RATIO})",
+    )
+    limits.add_argument(
+        "--max-instances",
+        type=int,
+        default=DEFAULT_MAX_INSTANCES,
+        help=f"the most instances, a Triton each, an endpoint runs (default: {DEFAULT_MAX_INSTANCES})",
     )
     handler: Callable[[argparse.Namespace], int] = local_up
     up.set_defaults(handler=handler)

@@ -9,8 +9,9 @@
   port of its own (:class:`~mme_triton.local.route.runtime_server.RuntimeServer`, where the stack's
   sessions send ``sagemaker-runtime`` calls) and in front of moto's WSGI app (for clients that know one
   URL only);
-- one :class:`~mme_triton.local.triton.server.TritonServer` per in-service endpoint, started when the endpoint
-  goes ``InService``, replaced after ``UpdateEndpoint`` and stopped by ``DeleteEndpoint``;
+- one :class:`~mme_triton.local.triton.server.TritonServer` per instance of an in-service endpoint's
+  variant, started when the endpoint goes ``InService``, added or removed by
+  ``UpdateEndpointWeightsAndCapacities``, replaced after ``UpdateEndpoint``, stopped by ``DeleteEndpoint``;
 - a :class:`~mme_triton.local.aws.metrics.MetricsRecorder` that publishes what the route records of each
   endpoint to the control plane's CloudWatch every ``metrics_period`` seconds (:attr:`LocalStack.metrics`).
 
@@ -20,7 +21,6 @@ other boto3 client in the process keeps reaching real AWS.
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import tempfile
@@ -33,7 +33,12 @@ from mme_triton.errors import LocalStackError
 from mme_triton.local.aws.metrics import DEFAULT_METRICS_PERIOD, MetricsRecorder, check_metrics_period
 from mme_triton.local.route.budget import FROM_INSTANCE, BudgetSetting, endpoint_budget
 from mme_triton.local.route.endpoint_runtime import DEFAULT_READY_TIMEOUT, EndpointRuntime
-from mme_triton.local.route.limits import DEFAULT_MAX_COMPRESSION_RATIO, DEFAULT_MAX_MEMBERS, check_limits
+from mme_triton.local.route.limits import (
+    DEFAULT_MAX_COMPRESSION_RATIO,
+    DEFAULT_MAX_INSTANCES,
+    DEFAULT_MAX_MEMBERS,
+    check_limits,
+)
 from mme_triton.local.route.names import is_shell_safe
 from mme_triton.local.route.runtime import InvocationRuntime
 from mme_triton.local.serve import default_triton_factory
@@ -56,14 +61,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_BUCKET_PREFIX = "mme-triton-local-"
 """The stack's default bucket is this prefix and its account id (bucket names are global, as in AWS)."""
 
-_ROLE_NAME = "mme-triton-local-execution"
-_TRUST_POLICY = {
-    "Version": "2012-10-17",
-    "Statement": [
-        {"Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}, "Action": "sts:AssumeRole"}
-    ],
-}
-
 
 class LocalStack:
     """A multi-model endpoint stack on 127.0.0.1 with no AWS account: moto plus real Triton servers.
@@ -75,11 +72,11 @@ class LocalStack:
 
     Parameters:
         region: the region the stack's sessions use.
-        memory_budget: what an endpoint's loaded models may hold (their model instances' resident and
-            shared memory, at least their extracted files) before the least recently used unused ones are
-            unloaded: ``"instance"`` (the default) for the production variant's instance type's memory for
-            models (:data:`~mme_triton.endpoint.instance_specs.INSTANCE_TYPES`), at most half of this
-            machine's memory; bytes; or ``None`` for no byte limit. See ``docs/local.md``.
+        memory_budget: what the models loaded on one instance of an endpoint may hold (their model
+            instances' resident and shared memory, at least their files) before the least recently used
+            unused ones are unloaded: ``"instance"`` (the default) for the production variant's instance
+            type's memory for models (:data:`~mme_triton.endpoint.instance_specs.INSTANCE_TYPES`), at most
+            half of this machine's memory; bytes; or ``None`` for no byte limit. See ``docs/local.md``.
         reserved_memory: what an instance keeps for itself, not for models, in place of the instance type's
             documented default (:attr:`~mme_triton.endpoint.instance_specs.InstanceType.reserved`).
         max_models: how many models an endpoint keeps loaded at most (``None``: no count limit).
@@ -98,6 +95,8 @@ class LocalStack:
             ``VolumeSizeInGB`` when set, else 16 GiB (a number is a ceiling on both).
         max_archive_members: entries one archive may hold (default 10,000).
         max_compression_ratio: how many times an archive may expand (default 200).
+        max_instances: the most instances (a Triton each) one endpoint's variant runs (default 16); a
+            larger instance count is served by that many, with a warning.
         metrics_period: seconds between two publications of the endpoints' CloudWatch metrics: 60 as on
             SageMaker (every minute), or 1, 5, 10, 20, 30 for tests and notebooks (high-resolution
             metrics, read back with a period as short). Metrics left are published by :meth:`stop`.
@@ -136,6 +135,7 @@ class LocalStack:
         max_unpacked_bytes: int | None = None,
         max_archive_members: int = DEFAULT_MAX_MEMBERS,
         max_compression_ratio: float = DEFAULT_MAX_COMPRESSION_RATIO,
+        max_instances: int = DEFAULT_MAX_INSTANCES,
         metrics_period: float = DEFAULT_METRICS_PERIOD,
         triton_ports: bool = False,
     ) -> None:
@@ -162,7 +162,9 @@ class LocalStack:
             max_unpacked_bytes=max_unpacked_bytes,
             max_archive_members=max_archive_members,
             max_compression_ratio=max_compression_ratio,
+            max_instances=max_instances,
         )
+        self.max_instances = max_instances
         self.shm_limit = shm_limit
         self.max_unpacked_bytes = max_unpacked_bytes
         self.max_archive_members = max_archive_members
@@ -225,6 +227,7 @@ class LocalStack:
                 max_unpacked_bytes=self.max_unpacked_bytes,
                 max_archive_members=self.max_archive_members,
                 max_compression_ratio=self.max_compression_ratio,
+                max_instances=self.max_instances,
             )
             plane = ControlPlane(
                 region=self.region,
@@ -232,6 +235,7 @@ class LocalStack:
                 wsgi_middleware=runtime.middleware,
             )
             plane.on_in_service.append(runtime.on_in_service)
+            plane.on_instance_count.append(runtime.on_instance_count)
             plane.on_deleted.append(runtime.on_deleted)
             from mme_triton.local.route.runtime_server import RuntimeServer
 
@@ -243,7 +247,7 @@ class LocalStack:
                 plane.start()
                 runtime.account_id = plane.account_id
                 runtime.bind(plane.boto3_session())
-                self._role_arn = self._create_role(plane)
+                self._role_arn = plane.execution_role()
                 metrics = MetricsRecorder(self._cloudwatch(plane), period=self.metrics_period).start()
                 runtime.metrics = metrics.endpoint  # each endpoint's route records into its sink
             except BaseException:
@@ -412,21 +416,21 @@ class LocalStack:
     # -- introspection -------------------------------------------------------------------------------
 
     def endpoint_runtime(self, endpoint_name: str) -> EndpointRuntime | None:
-        """The runtime of an in-service endpoint (its Triton and loaded models), ``None`` if none."""
+        """An in-service endpoint's runtime (``.instances``: a Triton and its models each), or ``None``."""
         return self.runtime.endpoint(endpoint_name)
 
     def triton(self, endpoint_name: str) -> TritonServer | None:
-        """The Triton server behind an in-service endpoint, ``None`` when the endpoint has none."""
+        """The Triton server of an in-service endpoint's first instance, ``None`` if none."""
         runtime = self.endpoint_runtime(endpoint_name)
         return runtime.triton if runtime is not None else None  # type: ignore[return-value]
 
     def loaded_models(self, endpoint_name: str) -> list[str]:
-        """The TargetModels loaded in an endpoint's Triton, least recently used first."""
+        """The TargetModels loaded on an endpoint's instances (each instance's least recently used first)."""
         runtime = self.endpoint_runtime(endpoint_name)
         return runtime.loaded_models() if runtime is not None else []
 
     def model_memory(self, endpoint_name: str) -> dict[str, int]:
-        """Bytes each model loaded in an endpoint counts against the memory budget, as last measured."""
+        """Bytes each model loaded in an endpoint counts against the budgets (over its instances)."""
         runtime = self.endpoint_runtime(endpoint_name)
         return runtime.model_memory() if runtime is not None else {}
 
@@ -438,22 +442,22 @@ class LocalStack:
         return runtime.load_timings() if runtime is not None else {}
 
     def unload_model(self, endpoint_name: str, target_model: str, *, timeout: float | None = 60.0) -> bool:
-        """Unload a model from an endpoint's Triton now (after its requests finish), as if evicted (its copy
-        stays on the volume); its next request loads it again. ``False`` when it was not loaded."""
+        """Unload a model from an endpoint's instances now (after its requests finish), as if evicted (its
+        copy stays on the volume); its next request loads it again. ``False`` when it was not loaded."""
         runtime = self.endpoint_runtime(endpoint_name)
         return runtime.unload_model(target_model, timeout=timeout) if runtime is not None else False
 
     def status(self) -> list[EndpointStatus]:
-        """Per in-service endpoint: the models loaded (LRU order) with their memory and load counts, and the
-        models in S3 not loaded (what ``mme-triton local status`` prints)."""
+        """Per in-service endpoint: the models loaded on each instance (LRU order) with their memory and load
+        counts, and the models in S3 no instance loaded (what ``mme-triton local status`` prints)."""
         from mme_triton.local.route.status import stack_status
 
         return stack_status(self.runtime)
 
     def triton_endpoints(self, endpoint_name: str) -> TritonEndpoints | None:
-        """Triton's own HTTP, gRPC and metrics URLs behind an endpoint, and the Triton name of each
-        loaded TargetModel; ``None`` unless the stack runs with ``triton_ports=True`` and the endpoint
-        is in service.
+        """Triton's own HTTP, gRPC and metrics URLs of an endpoint's first instance, and the Triton name of
+        each TargetModel it loaded; ``None`` unless the stack runs with ``triton_ports=True`` and the
+        endpoint is in service.
 
         Example::
 
@@ -484,15 +488,3 @@ class LocalStack:
 
         retries: Any = {"mode": "standard", "total_max_attempts": 3}
         return plane.client("cloudwatch", config=Config(retries=retries, connect_timeout=5, read_timeout=30))
-
-    def _create_role(self, plane: ControlPlane) -> str:
-        iam: Any = plane.boto3_session().client("iam")
-        try:
-            role = iam.create_role(
-                RoleName=_ROLE_NAME,
-                AssumeRolePolicyDocument=json.dumps(_TRUST_POLICY),
-                Description="Execution role of the mme_triton embedded stack",
-            )
-        except iam.exceptions.EntityAlreadyExistsException:
-            role = iam.get_role(RoleName=_ROLE_NAME)
-        return str(role["Role"]["Arn"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mme_triton._multimodel import IDLE_AFTER_S
 from mme_triton.capacity.profile import ModelProfile
 from mme_triton.capacity.simulate import simulate
 from mme_triton.capacity.traffic import Traffic
@@ -86,10 +87,47 @@ def test_simulate_dynamic_batching_runs_waiting_requests_together() -> None:
 def test_simulate_never_unloads_a_model_in_use() -> None:
     models = [_model("a", service_time_s=10.0), _model("b", service_time_s=1.0)]
     result = simulate(models, Traffic.trace([(0.0, "a"), (1.0, "b")]), _instance(1))
-    # b waits until a's request ends at 10 s, a is unloaded, b loads at once and runs 1 s
-    assert result.latency_s.tolist() == [10.0, 10.0]
-    assert result.load_wait_s.tolist() == [0.0, 9.0]
+    # b waits until a's request ends at 10 s and a stays unused IDLE_AFTER_S, a is unloaded, b loads at
+    # once and runs 1 s
+    assert result.latency_s.tolist() == pytest.approx([10.0, 10.0 + IDLE_AFTER_S])
+    assert result.load_wait_s.tolist() == pytest.approx([0.0, 9.0 + IDLE_AFTER_S])
     assert (result.loads, result.unloads) == (2, 1)
+
+
+def test_simulate_never_unloads_a_model_called_in_a_loop_while_two_others_take_turns() -> None:
+    """A hot model called every 0.3 s (its requests never overlap, so it has moments with none in flight)
+    with room for two: the two other models requested at once take turns in the second slot, each
+    evicting the other once it is unused; the hot model is never a victim."""
+    hot = _model("hot", service_time_s=0.01)
+    slow = [_model(name, cold_start_s=4.0, unload_s=2.0, service_time_s=0.01) for name in ("a", "b")]
+    calls = [(0.3 * k, "hot") for k in range(100)] + [(3.0, "a"), (3.0, "b")]
+    result = simulate([hot, *slow], Traffic.trace(sorted(calls)), _instance(2))
+    hot_requests = [i for i, (_, name) in enumerate(sorted(calls)) if name == "hot"]
+    assert result.hit[hot_requests[1:]].all()  # only its first request missed
+    assert (result.loads, result.unloads) == (3, 1)  # hot, a, then b in a's place
+
+
+def test_simulate_load_waits_only_for_the_unloads_that_free_its_memory() -> None:
+    """Room for two, both held by unused models that unload in 5 s and 1 s; two loads asked at once each
+    unload one: the memory the 1 s unload frees is used at once (by the first load in line), not after
+    the 5 s unload the first load chose (before, the second load waited behind it: 7 s and 8 s)."""
+    models = [
+        _model("a_slow_unload", unload_s=5.0),
+        _model("b_quick_unload", unload_s=1.0),
+        _model("c", cold_start_s=2.0),
+        _model("d", cold_start_s=2.0),
+    ]
+    traffic = Traffic.trace([(0.0, "a_slow_unload"), (0.0, "b_quick_unload"), (10.0, "c"), (10.0, "d")])
+    result = simulate(models, traffic, _instance(2))
+    # one load starts when the 1 s unload ends (3 s with its 2 s load), the other after the 5 s one
+    assert sorted(result.load_wait_s.tolist()[2:]) == pytest.approx([3.0, 7.0])
+    assert (result.loads, result.unloads) == (4, 2)
+
+
+def test_simulate_runs_loads_that_fit_side_by_side() -> None:
+    models = [_model("a", cold_start_s=4.0), _model("b", cold_start_s=4.0)]
+    result = simulate(models, Traffic.trace([(0.0, "a"), (0.0, "b")]), _instance(2))
+    assert result.load_wait_s.tolist() == [4.0, 4.0]
 
 
 def test_simulate_unload_time_holds_the_memory() -> None:
@@ -110,13 +148,13 @@ def test_simulate_download_holds_no_memory_the_load_after_it_does() -> None:
     busy = _model("a", service_time_s=10.0)
     split = _model("b", cold_start_s=8.0, reload_s=2.0)
     result = simulate([busy, split], Traffic.trace([(0.0, "a"), (1.0, "b")]), _instance(1))
-    # b downloads from 1 to 7, then waits for a's request to end at 10, then loads for 2 s
-    assert result.load_wait_s[1] == pytest.approx(11.0)
+    # b downloads from 1 to 7, then waits for a to be unused (its request ends at 10), then loads for 2 s
+    assert result.load_wait_s[1] == pytest.approx(11.0 + IDLE_AFTER_S)
     assert (result.downloads, result.loads) == (1, 2)
     whole = _model("b", cold_start_s=8.0)
     result = simulate([busy, whole], Traffic.trace([(0.0, "a"), (1.0, "b")]), _instance(1))
-    # without reload_s the 8 s cold start is all load: it starts when a's memory comes free at 10
-    assert result.load_wait_s[1] == pytest.approx(17.0)
+    # without reload_s the 8 s cold start is all load: it starts when a's memory comes free
+    assert result.load_wait_s[1] == pytest.approx(17.0 + IDLE_AFTER_S)
     assert result.downloads == 0
 
 
@@ -170,6 +208,19 @@ def test_simulate_sends_a_swamped_model_to_another_instance() -> None:
     assert (one.loads, two.loads) == (1, 2)
     assert set(two.instance.tolist()) == {0, 1}
     assert two.latency_percentile(99) < one.latency_percentile(99)
+
+
+def test_simulate_two_instances_serve_a_paired_sequence_from_memory() -> None:
+    """Four models, each requested twice in a row, in a cycle, with room for two per instance: one instance
+    misses the first request of every pair (an LRU of two over a cycle of four); two instances place the
+    four models on the instance with the most room and miss only the first pair of each model."""
+    models = [_model(name, cold_start_s=0.5) for name in "abcd"]
+    calls = [(float(k), "abcd"[(k // 2) % 4]) for k in range(64)]
+    one = simulate(models, Traffic.trace(calls), _instance(2), 1)
+    two = simulate(models, Traffic.trace(calls), _instance(2), 2)
+    assert one.misses == 32
+    assert (two.misses, two.loads, two.unloads) == (4, 4, 0)
+    assert sorted(np.bincount(two.instance, minlength=2).tolist()) == [32, 32]
 
 
 def test_simulate_is_repeatable() -> None:

@@ -45,6 +45,25 @@ def test_front_end_refuses_requests_on_a_worker_a_control_call_occupies() -> Non
     front.end(3)
 
 
+def test_front_end_keeps_a_control_call_off_a_worker_another_control_call_holds() -> None:
+    front = _front_end()
+
+    assert front.reserve(3)
+    assert not front.reserve(3)  # a second load there would wait for the whole first one
+    assert not front.reserve(UNKNOWN_WORKER)  # queued behind a busy worker: try another connection
+    assert front.reserve(None)  # /proc cannot tell: nothing is kept apart
+    assert front.reserve(4)
+    with front.occupied(3, drain_timeout=1, reserved=True) as sent:
+        assert not front.begin(3)
+        sent()
+    front.wait_settled(0.01)  # the call on worker 4 has not sent its request yet
+    with front.occupied(4, drain_timeout=1, reserved=True) as sent:
+        sent()
+    front.wait_settled(1)
+
+    assert front.reserve(3)  # free again once its control call answered
+
+
 def test_front_end_counts_nothing_for_unknown_or_untracked_workers() -> None:
     front = _front_end()
 
@@ -119,6 +138,62 @@ def test_front_end_reads_which_worker_holds_each_connection(server: TritonServer
 
     assert during_worker is not None and during_worker >= 0
     assert during_worker != first_worker
+
+
+@pytest.mark.triton
+def test_front_end_runs_two_loads_requested_at_once_side_by_side(
+    server: TritonServer, tmp_path: Path
+) -> None:
+    """Two loads sent at the same moment on an idle server: their fresh connections land on the same
+    worker, where the second would wait for the whole first load; each takes a worker of its own, so the
+    two ``initialize`` calls overlap, every time."""
+    for round_ in range(3):
+        log = tmp_path / f"initialize-{round_}.log"
+        names = [f"side{round_}{k}" for k in range(2)]
+        for name in names:
+            model = tmp_path / name / name
+            (model / "1").mkdir(parents=True)
+            (model / "1" / "model.py").write_text(_LOGGED.format(log=str(log), name=name))
+            (model / "config.pbtxt").write_text(
+                'backend: "python"\ninput [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
+                'output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
+            )
+        hashes = [f"{round_}{k}ab" for k in range(2)]
+        loads = [
+            threading.Thread(target=server.load, args=(h, tmp_path / n, f"{n}.tar.gz"))
+            for h, n in zip(hashes, names, strict=True)
+        ]
+        for load in loads:
+            load.start()
+        for load in loads:
+            load.join()
+        unloads = [threading.Thread(target=server.unload, args=(h,)) for h in hashes]
+        for unload in unloads:
+            unload.start()
+        for unload in unloads:
+            unload.join()
+        events = [line.split() for line in log.read_text().splitlines()]
+
+        # both began before either ended
+        assert [what for what, _, _ in events[:2]] == ["start", "start"], events
+        assert sorted(what for what, _, _ in events) == ["end", "end", "start", "start"]
+
+
+_LOGGED = """\
+import time
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        with open({log!r}, "a") as log:
+            log.write(f"start {name} {{time.time()}}\\n")
+        time.sleep(1.0)
+        with open({log!r}, "a") as log:
+            log.write(f"end {name} {{time.time()}}\\n")
+
+    def execute(self, requests):
+        return []
+"""
 
 
 _SLEEPY = """\

@@ -153,8 +153,9 @@ def test_check_shm_limit_refuses_a_ceiling_the_python_backend_would(limit: int) 
         ({"max_unpacked_bytes": 0}, "max_unpacked_bytes"),
         ({"max_archive_members": 0}, "max_archive_members"),
         ({"max_compression_ratio": 1}, "max_compression_ratio"),
+        ({"max_instances": 0}, "max_instances"),
     ],
-    ids=["bytes", "members", "ratio"],
+    ids=["bytes", "members", "ratio", "instances"],
 )
 def test_check_limits_names_the_limit_out_of_range(options: dict[str, int], match: str) -> None:
     settings: dict[str, int | None] = {

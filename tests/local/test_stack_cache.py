@@ -105,6 +105,37 @@ def test_stack_serves_an_overwritten_artifact_from_its_volume_until_the_copy_lea
     assert _gets(caplog, key) == 2
 
 
+def test_stack_drops_a_copy_that_failed_to_load_so_a_fixed_artifact_is_served(
+    one_slot: LocalStack, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A copy whose load failed serves nothing: it leaves the volume, and the artifact fixed under the same
+    name in S3 is downloaded and served by the next call (it used to fail the same way until evicted)."""
+    from mme_triton.errors import ModelLoadError
+
+    caplog.set_level(logging.DEBUG, logger="mme_triton.local")
+    broken = _times(tmp_path / "broken", "fixme", 6)
+    model_py = broken / "1" / "model.py"
+    model_py.write_text(
+        model_py.read_text() + "\n    def initialize(self, args):\n        raise RuntimeError('boom')\n"
+    )
+    url = deploy_on(one_slot, "fixed", [broken])
+    client = MMEClient("fixed", boto3_session=one_slot.boto3_session())
+    runtime = one_slot.endpoint_runtime("fixed")
+    assert runtime is not None
+    with pytest.raises(ModelLoadError, match="boom"):
+        client.infer("fixme.tar.gz", {"INPUT0": X})
+    assert runtime.volume_models() == []
+    upload_models(
+        [_times(tmp_path / "good", "fixme", 6)], url, overwrite=True, boto3_session=one_slot.boto3_session()
+    )
+
+    out = client.infer("fixme.tar.gz", {"INPUT0": X})
+
+    np.testing.assert_allclose(out["OUTPUT0"], 6 * X)
+    assert runtime.downloads == 2 and runtime.volume_models() == ["fixme.tar.gz"]
+    assert _gets(caplog, url.removeprefix("s3://") + "fixme.tar.gz") == 2
+
+
 def test_stack_with_model_cache_disabled_loads_and_downloads_on_every_call(
     one_slot: LocalStack, tmp_path: Path
 ) -> None:

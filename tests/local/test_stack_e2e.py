@@ -262,7 +262,8 @@ def test_stack_serves_from_an_extracted_copy_named_like_sagemaker(
     endpoint["client"].infer("linear.tar.gz", {"INPUT0": X})
     runtime = stack.endpoint_runtime(ENDPOINT)
 
-    extracted = list(Path(runtime.workdir).glob(f"models/{target_model_hash('linear.tar.gz')}/model/linear"))
+    instance = runtime.instances[0]  # the one instance: its volume holds the copy
+    extracted = list(Path(instance.workdir).glob(f"models/{target_model_hash('linear.tar.gz')}/model/linear"))
 
     assert len(extracted) == 1 and (extracted[0] / "1" / "model.onnx").is_file()
 

@@ -59,7 +59,7 @@ def test_stack_unloads_the_least_recently_used_model_and_reloads_it_from_the_vol
     assert small_stack.loaded_models("budget") == ["scale.tar.gz"]
     assert _served_by_triton(small_stack, "budget") == {"scale.tar.gz"}  # unloaded from Triton itself
     # the unloaded model stays extracted on the endpoint's volume
-    assert (runtime.workdir / "models" / target_model_hash("linear.tar.gz") / "model").is_dir()
+    assert (runtime.instances[0].workdir / "models" / target_model_hash("linear.tar.gz") / "model").is_dir()
     assert runtime.volume_models() == ["linear.tar.gz", "scale.tar.gz"]
     loads, downloads = runtime.loads, runtime.downloads
 

@@ -2,7 +2,10 @@
 
 Every call still goes through moto's HTTP server and its backends; the patches add ``UpdateEndpoint``,
 endpoint status transitions (``Creating``/``Updating`` → ``InService`` or ``Failed``, run by the
-:class:`~mme_triton.local.aws.controlplane.ControlPlane` that owns the account), a wider instance-type check,
+:class:`~mme_triton.local.aws.controlplane.ControlPlane` that owns the account), instance count changes
+(``UpdateEndpointWeightsAndCapacities`` goes through ``Updating`` too, and Application Auto Scaling's
+``RegisterScalableTarget`` brings a variant's count within the target's range, as AWS does), a wider
+instance-type check,
 SageMaker's ``ValidationException`` for tag calls on deleted resources, and the required members moto
 leaves unset: a SageMaker variant's scalable target's ``RoleARN`` (and the ``SuspendedState`` AWS always
 reports), an endpoint's data capture summary. Accounts no plane owns see moto as shipped, plus those
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
 from mme_triton._sagemaker import autoscaling_role_arn
 
 __all__ = [
+    "apply_capacities",
     "data_capture_summary",
     "describe_for_hooks",
     "install_patches",
@@ -43,6 +47,8 @@ __all__ = [
 
 _SUSPENDED_STATE = ("DynamicScalingInSuspended", "DynamicScalingOutSuspended", "ScheduledScalingSuspended")
 _INSTANCE_TYPE = re.compile(r"^ml\.[a-z0-9-]+\.[a-z0-9-]+$")
+_VARIANT_TARGET = re.compile(r"^endpoint/(?P<endpoint>[^/]+)/variant/(?P<variant>[^/]+)$")
+_VARIANT_COUNT = "sagemaker:variant:DesiredInstanceCount"
 
 _registry_lock = threading.Lock()
 _planes: dict[str, ControlPlane] = {}  # account id -> the plane that owns it
@@ -125,6 +131,47 @@ def install_patches() -> None:
                 plane._schedule(self, endpoint_name, endpoint_config_name, update=True)
             return str(endpoint.arn)
 
+        original_weights = backend_cls.update_endpoint_weights_and_capacities
+
+        def update_endpoint_weights_and_capacities(
+            self: Any, endpoint_name: str, desired_weights_and_capacities: list[dict[str, Any]]
+        ) -> str:
+            plane = plane_for(self.account_id)
+            if plane is None:
+                return str(original_weights(self, endpoint_name, desired_weights_and_capacities))
+            endpoint = self.endpoints.get(endpoint_name)
+            if endpoint is None:
+                arn = models.FakeEndpoint.arn_formatter(endpoint_name, self.account_id, self.region_name)
+                raise ValidationError(message=f'Could not find endpoint "{arn}".')
+            names = [change.get("VariantName") for change in desired_weights_and_capacities]
+            known = {variant["VariantName"] for variant in endpoint.production_variants}
+            if len(set(names)) != len(names) or not set(names) <= known:
+                raise ValidationError(
+                    message=f"The variant names {names} must be distinct variants of endpoint "
+                    f"{endpoint_name}."
+                )
+            for change in desired_weights_and_capacities:
+                count = change.get("DesiredInstanceCount")
+                if count is not None and int(count) < 1:
+                    raise ValidationError(
+                        message=f"DesiredInstanceCount {count} of variant {change['VariantName']}: a "
+                        "multi-model endpoint's variant runs at least one instance."
+                    )
+            if endpoint.endpoint_status != "InService":
+                raise ValidationError(message=f'Cannot update in-progress endpoint "{endpoint.arn}".')
+            for variant in endpoint.production_variants:
+                for change in desired_weights_and_capacities:
+                    if change["VariantName"] != variant["VariantName"]:
+                        continue
+                    if change.get("DesiredWeight") is not None:
+                        variant["DesiredWeight"] = change["DesiredWeight"]
+                    if change.get("DesiredInstanceCount") is not None:
+                        variant["DesiredInstanceCount"] = int(change["DesiredInstanceCount"])
+            endpoint.endpoint_status = "Updating"
+            endpoint.last_modified_time = utcnow()
+            plane._schedule_capacities(self, endpoint_name, copy.deepcopy(desired_weights_and_capacities))
+            return str(endpoint.arn)
+
         def update_endpoint_action(self: Any) -> Any:
             arn = self.sagemaker_backend.update_endpoint(
                 endpoint_name=self._get_param("EndpointName"),
@@ -142,6 +189,7 @@ def install_patches() -> None:
                     self.account_id, partition=str(target.arn).split(":")[1]
                 )
                 target.suspended_state = target.suspended_state or dict.fromkeys(_SUSPENDED_STATE, False)
+                _within_range(self, target)
             return target
 
         setattr(ApplicationAutoscalingBackend, "register_scalable_target", register_scalable_target)  # noqa: B010
@@ -150,6 +198,7 @@ def install_patches() -> None:
         setattr(backend_cls, "create_endpoint", create_endpoint)  # noqa: B010
         setattr(backend_cls, "delete_endpoint", delete_endpoint)  # noqa: B010
         setattr(backend_cls, "update_endpoint", update_endpoint)  # noqa: B010
+        setattr(backend_cls, "update_endpoint_weights_and_capacities", update_endpoint_weights_and_capacities)  # noqa: B010
         setattr(responses.SageMakerResponse, "update_endpoint", update_endpoint_action)  # noqa: B010
         _install_cloudwatch()
         _patched = True
@@ -203,6 +252,59 @@ def metric_store(backend: Any) -> MetricStore:
             store = MetricStore()
             backend._mme_triton_metrics = store
         return store
+
+
+def _within_range(autoscaling: Any, target: Any) -> None:
+    """RegisterScalableTarget on an active resource "changes the resource's current capacity to a value that
+    is inside of this range" (its API reference): a variant of a plane's in-service endpoint whose count is
+    outside ``[MinCapacity, MaxCapacity]`` is updated to the nearest bound, as Application Auto Scaling does
+    through ``UpdateEndpointWeightsAndCapacities``."""
+    match = _VARIANT_TARGET.match(str(target.resource_id))
+    if (
+        match is None
+        or target.scalable_dimension != _VARIANT_COUNT
+        or plane_for(autoscaling.account_id) is None
+    ):
+        return
+    from moto.sagemaker.models import sagemaker_backends
+
+    sagemaker = sagemaker_backends[autoscaling.account_id][autoscaling.region_name]
+    endpoint = sagemaker.endpoints.get(match.group("endpoint"))
+    if endpoint is None or endpoint.endpoint_status != "InService":
+        return  # "If the specified resource is not active ..., this operation does not change" it
+    for variant in endpoint.production_variants:
+        if variant["VariantName"] != match.group("variant"):
+            continue
+        current = int(variant.get("DesiredInstanceCount") or variant.get("CurrentInstanceCount") or 1)
+        wanted = min(max(current, int(target.min_capacity)), int(target.max_capacity))
+        if wanted != current:
+            sagemaker.update_endpoint_weights_and_capacities(
+                endpoint.endpoint_name,
+                [{"VariantName": variant["VariantName"], "DesiredInstanceCount": wanted}],
+            )
+
+
+def apply_capacities(endpoint: Any, changes: list[dict[str, Any]], *, reason: str | None) -> None:
+    """End an ``UpdateEndpointWeightsAndCapacities``: the desired counts and weights become current and the
+    endpoint ``InService``; when it failed (``reason``), the desired ones go back to the current ones and
+    ``FailureReason`` says why."""
+    for variant in endpoint.production_variants:
+        for change in changes:
+            if change["VariantName"] != variant["VariantName"]:
+                continue
+            for desired, current in (
+                ("DesiredInstanceCount", "CurrentInstanceCount"),
+                ("DesiredWeight", "CurrentWeight"),
+            ):
+                if desired not in variant:
+                    continue
+                if reason is None:
+                    variant[current] = variant[desired]
+                elif current in variant:
+                    variant[desired] = variant[current]
+    endpoint.endpoint_status = "InService"
+    endpoint.failure_reason = reason
+    endpoint.last_modified_time = utcnow()
 
 
 def switch_config(backend: Any, endpoint: Any, endpoint_config_name: str) -> None:

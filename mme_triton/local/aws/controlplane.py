@@ -10,6 +10,10 @@ away; every call still goes through moto's HTTP server and moto's backends):
 - ``UpdateEndpoint`` (moto has none): ``Updating`` → ``InService`` on the new endpoint config. When the
   update fails, the endpoint stays ``InService`` on its previous config and ``FailureReason`` says why,
   as SageMaker does;
+- ``UpdateEndpointWeightsAndCapacities``: ``Updating`` → ``InService`` with the new instance count, once
+  the ``on_instance_count`` hooks have run (the count stays as it was, with a ``FailureReason``, when one
+  fails); Application Auto Scaling's ``RegisterScalableTarget`` brings a variant's count within the
+  target's ``[MinCapacity, MaxCapacity]`` through it, as AWS does;
 - ``DeleteEndpoint`` runs the ``on_deleted`` hooks;
 - every ``ml.<family>.<size>`` instance type is accepted (moto's list stops at ``ml.g4dn``/``ml.p3``;
   the library checks instance types against its own table before calling);
@@ -42,6 +46,7 @@ Example::
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import secrets
 import threading
@@ -55,6 +60,7 @@ if TYPE_CHECKING:
 
 from mme_triton._sagemaker import endpoint_session, new_boto3_session
 from mme_triton.local.aws._moto_patches import (
+    apply_capacities,
     describe_for_hooks,
     install_patches,
     register,
@@ -64,13 +70,14 @@ from mme_triton.local.aws._moto_patches import (
 )
 from mme_triton.local.aws._shapes import conform_answers
 
-__all__ = ["ControlPlane", "DeletedHook", "InServiceHook", "WSGIApplication"]
+__all__ = ["ControlPlane", "DeletedHook", "InServiceHook", "InstanceCountHook", "WSGIApplication"]
 
 logger = logging.getLogger(__name__)
 
 WSGIApplication = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 InServiceHook = Callable[[str, dict[str, Any]], None]
 DeletedHook = Callable[[str], None]
+InstanceCountHook = Callable[[str, str, int], None]
 
 
 class ControlPlane:
@@ -94,6 +101,10 @@ class ControlPlane:
             the endpoint's counts), ``EndpointConfigName``, ``EndpointConfig``, ``Models`` (name →
             DescribeModel) and ``Model`` (the first variant's model). If a hook raises, a create goes to
             ``Failed`` and an update is rolled back; either way ``FailureReason`` is ``str(exc)``.
+        on_instance_count: ``hook(endpoint_name, variant_name, count)`` called before an endpoint becomes
+            ``InService`` again after ``UpdateEndpointWeightsAndCapacities`` changed a variant's
+            ``DesiredInstanceCount``. If a hook raises, the counts stay as they were and ``FailureReason``
+            is ``str(exc)``.
         on_deleted: ``hook(endpoint_name)`` called in the DeleteEndpoint request (after the endpoint is
             gone); exceptions are logged, not returned to the caller.
 
@@ -120,6 +131,7 @@ class ControlPlane:
         self.transition_delay = float(transition_delay)
         self.wsgi_middleware = wsgi_middleware
         self.on_in_service: list[InServiceHook] = []
+        self.on_instance_count: list[InstanceCountHook] = []
         self.service_urls: dict[str, str] = {}
         self.on_deleted: list[DeletedHook] = []
         self.url = ""
@@ -272,6 +284,30 @@ class ControlPlane:
         session: Any = self.boto3_session()
         return session.client(service_name, config=config)
 
+    def execution_role(self, name: str = "mme-triton-local-execution") -> str:
+        """The ARN of an IAM role SageMaker may assume (``deploy_mme(role=...)``), created in this plane's
+        account unless it exists."""
+        iam: Any = self.client("iam")
+        trust = {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "sagemaker.amazonaws.com"},
+                    "Action": "sts:AssumeRole",
+                }
+            ],
+        }
+        try:
+            role = iam.create_role(
+                RoleName=name,
+                AssumeRolePolicyDocument=json.dumps(trust),
+                Description="Execution role of the mme_triton embedded stack",
+            )
+        except iam.exceptions.EntityAlreadyExistsException:
+            role = iam.get_role(RoleName=name)
+        return str(role["Role"]["Arn"])
+
     def fail_next(self, endpoint_name: str, reason: str) -> None:
         """Make the next transition of ``endpoint_name`` fail with ``FailureReason = reason``."""
         with self._lock:
@@ -280,48 +316,91 @@ class ControlPlane:
     # -- transitions (called from the patched moto backend) ---------------------------------------
 
     def _schedule(self, backend: Any, endpoint_name: str, endpoint_config_name: str, *, update: bool) -> None:
+        self._later(
+            endpoint_name,
+            "transition",
+            lambda generation: self._run_transition(
+                backend, endpoint_name, endpoint_config_name, generation, update
+            ),
+        )
+
+    def _schedule_capacities(self, backend: Any, endpoint_name: str, changes: list[dict[str, Any]]) -> None:
+        self._later(
+            endpoint_name,
+            "capacity",
+            lambda generation: self._capacities(backend, endpoint_name, changes, generation),
+        )
+
+    def _later(self, endpoint_name: str, what: str, run: Callable[[int], None]) -> None:
+        """``run(generation)`` after ``transition_delay`` seconds, on a timer of its own; an endpoint's newest
+        transition is the current one (``_is_current``), a deleted endpoint's none."""
         with self._lock:
             generation = next(self._generation)
             self._current[endpoint_name] = generation
-            timer = threading.Timer(
-                self.transition_delay,
-                self._transition,
-                args=(backend, endpoint_name, endpoint_config_name, generation, update),
-            )
+
+            def fire() -> None:
+                try:
+                    run(generation)
+                finally:
+                    with self._lock:
+                        self._timers.discard(threading.current_thread())
+
+            timer = threading.Timer(self.transition_delay, fire)
             timer.daemon = True
-            timer.name = f"mme-triton-transition-{endpoint_name}"
+            timer.name = f"mme-triton-{what}-{endpoint_name}"
             self._timers.add(timer)
         timer.start()
+
+    def _capacities(
+        self, backend: Any, endpoint_name: str, changes: list[dict[str, Any]], generation: int
+    ) -> None:
+        if not self._is_current(backend, endpoint_name, generation):
+            return
+
+        def run_hooks() -> None:
+            for change in changes:
+                if change.get("DesiredInstanceCount") is None:
+                    continue
+                for hook in list(self.on_instance_count):
+                    hook(endpoint_name, change["VariantName"], int(change["DesiredInstanceCount"]))
+
+        reason = self._failure(endpoint_name, "instance count change", run_hooks)
+        if not self._is_current(backend, endpoint_name, generation):
+            return
+        with self._lock:
+            self._current.pop(endpoint_name, None)
+        apply_capacities(backend.endpoints[endpoint_name], changes, reason=reason)
+
+    def _failure(self, endpoint_name: str, what: str, run_hooks: Callable[[], None]) -> str | None:
+        """Why the transition fails: a failure asked for with :meth:`fail_next`, else what the hooks raise
+        (``None``: they ran)."""
+        with self._lock:
+            reason = self._failures.pop(endpoint_name, None)
+        if reason is None:
+            try:
+                run_hooks()
+            except Exception as exc:
+                logger.info("endpoint %s: %s failed: %s", endpoint_name, what, exc)
+                reason = str(exc) or type(exc).__name__
+        return reason
 
     def _is_current(self, backend: Any, endpoint_name: str, generation: int) -> bool:
         with self._lock:
             current = self._current.get(endpoint_name) == generation
         return current and endpoint_name in backend.endpoints
 
-    def _transition(
-        self, backend: Any, endpoint_name: str, endpoint_config_name: str, generation: int, update: bool
-    ) -> None:
-        try:
-            self._run_transition(backend, endpoint_name, endpoint_config_name, generation, update)
-        finally:
-            with self._lock:
-                self._timers.discard(threading.current_thread())
-
     def _run_transition(
         self, backend: Any, endpoint_name: str, endpoint_config_name: str, generation: int, update: bool
     ) -> None:
         if not self._is_current(backend, endpoint_name, generation):
             return
-        with self._lock:
-            reason = self._failures.pop(endpoint_name, None)
-        if reason is None:
-            try:
-                description = describe_for_hooks(backend, endpoint_name, endpoint_config_name)
-                for hook in list(self.on_in_service):
-                    hook(endpoint_name, description)
-            except Exception as exc:
-                logger.info("endpoint %s: transition failed: %s", endpoint_name, exc)
-                reason = str(exc) or type(exc).__name__
+
+        def run_hooks() -> None:
+            description = describe_for_hooks(backend, endpoint_name, endpoint_config_name)
+            for hook in list(self.on_in_service):
+                hook(endpoint_name, description)
+
+        reason = self._failure(endpoint_name, "transition", run_hooks)
         if not self._is_current(backend, endpoint_name, generation):
             # Deleted (or updated again) while the hooks ran: let on_deleted undo what they did.
             if endpoint_name not in backend.endpoints:

@@ -104,7 +104,7 @@ class MetricsRecorder:
         self._lock = threading.RLock()
         self._windows: dict[int, dict[Series, dict[float, float]]] = {}
         self._pending = 0
-        self._gauges: dict[Series, float] = {}
+        self._gauges: dict[tuple[Series, str], float] = {}  # (series, instance) -> value
         self._hooks: list[Hook] = []
         self._stamped = self._window(clock())  # windows before this one have had their gauges
         self._sinks: dict[tuple[str, str], EndpointMetricsSink] = {}
@@ -163,14 +163,19 @@ class MetricsRecorder:
         *,
         unit: str,
         dimensions: Mapping[str, str],
+        instance: str = "",
     ) -> None:
-        """A value that holds until set again: one sample of it in every window (``None`` stops it)."""
+        """A value that holds until set again: one sample of it in every window (``None`` stops it).
+
+        ``instance``: whose value it is; the gauges of several instances in one series give one sample
+        each per window (what each instance of a variant publishes, aggregated by CloudWatch's
+        statistics)."""
         series: Series = (namespace, metric_name, tuple(dimensions.items()), unit)
         with self._lock:
             if value is None:
-                self._gauges.pop(series, None)
+                self._gauges.pop((series, instance), None)
             else:
-                self._gauges[series] = float(value)
+                self._gauges[(series, instance)] = float(value)
 
     def add_hook(self, hook: Hook) -> None:
         """Call ``hook()`` before each window is published (to sample something into a gauge)."""
@@ -217,7 +222,7 @@ class MetricsRecorder:
                 logger.exception("a metrics hook failed")
 
     def _stamp_gauges(self, window: int) -> None:
-        for (namespace, name, dimensions, unit), value in self._gauges.items():
+        for ((namespace, name, dimensions, unit), _), value in self._gauges.items():
             self.record(namespace, name, value, unit=unit, dimensions=dict(dimensions), timestamp=window)
 
     def publish_due(self) -> int:
@@ -366,13 +371,20 @@ class EndpointMetricsSink:
             for metric, (namespace, unit) in ENDPOINT_METRICS.items()
         }
         self._hooks: list[Hook] = []
+        self._instances: dict[str, set[str]] = {}  # instance -> the gauges it set
 
     def _record(self, metric: str, value: float) -> None:
         self.recorder.record_many([(self._series[metric], value)])
 
-    def _gauge(self, metric: str, value: float | None) -> None:
+    def _gauge(self, metric: str, value: float | None, instance: str = "") -> None:
         namespace, unit = ENDPOINT_METRICS[metric]
-        self.recorder.set_gauge(namespace, metric, value, unit=unit, dimensions=self.dimensions)
+        self.recorder.set_gauge(
+            namespace, metric, value, unit=unit, dimensions=self.dimensions, instance=instance
+        )
+        if value is None:
+            self._instances.get(instance, set()).discard(metric)
+        else:
+            self._instances.setdefault(instance, set()).add(metric)
 
     def invocation(
         self,
@@ -430,9 +442,10 @@ class EndpointMetricsSink:
         unloads)."""
         self._record("ModelUnloadingTime", seconds * 1e6)
 
-    def loaded_models(self, count: int) -> None:
-        """The number of models loaded now (``LoadedModelCount``, one sample per window while set)."""
-        self._gauge("LoadedModelCount", float(count))
+    def loaded_models(self, count: int, *, instance: str = "") -> None:
+        """The number of models loaded now on ``instance`` (``LoadedModelCount``, one sample per instance
+        and window while set)."""
+        self._gauge("LoadedModelCount", float(count), instance)
 
     def utilization(
         self,
@@ -442,9 +455,10 @@ class EndpointMetricsSink:
         disk_percent: float | None = None,
         gpu_percent: float | None = None,
         gpu_memory_percent: float | None = None,
+        instance: str = "",
     ) -> None:
-        """The instance's utilization now (one sample per window of each figure given): ``CPUUtilization``
-        (100 per core), ``MemoryUtilization``, ``DiskUtilization``, ``GPUUtilization``,
+        """``instance``'s utilization now (one sample per instance and window of each figure given):
+        ``CPUUtilization`` (100 per core), ``MemoryUtilization``, ``DiskUtilization``, ``GPUUtilization``,
         ``GPUMemoryUtilization``."""
         figures = {
             "CPUUtilization": cpu_percent,
@@ -455,7 +469,15 @@ class EndpointMetricsSink:
         }
         for metric, value in figures.items():
             if value is not None:
-                self._gauge(metric, value)
+                self._gauge(metric, value, instance)
+
+    def instance_gone(self, instance: str) -> None:
+        """``instance`` left the variant: its gauges stop."""
+        for metric in list(self._instances.pop(instance, ())):
+            namespace, unit = ENDPOINT_METRICS[metric]
+            self.recorder.set_gauge(
+                namespace, metric, None, unit=unit, dimensions=self.dimensions, instance=instance
+            )
 
     def on_publish(self, hook: Callable[[EndpointMetricsSink], None]) -> None:
         """Call ``hook(sink)`` before each window is published (e.g. to sample a process's CPU and memory
@@ -472,7 +494,6 @@ class EndpointMetricsSink:
         for hook in self._hooks:
             self.recorder.remove_hook(hook)
         self._hooks.clear()
-        for metric in ("LoadedModelCount", "CPUUtilization", "MemoryUtilization", "DiskUtilization",
-                       "GPUUtilization", "GPUMemoryUtilization"):  # fmt: skip
-            self._gauge(metric, None)
+        for instance in list(self._instances):
+            self.instance_gone(instance)
         self.recorder._forget(self)

@@ -1,6 +1,6 @@
-"""An endpoint's storage volume: models downloaded once, kept extracted after an unload, deleted when full.
+"""An instance's storage volume: models downloaded once, kept extracted after an unload, deleted when full.
 
-Mixed into :class:`~mme_triton.local.route.endpoint_runtime.EndpointRuntime`: :meth:`ModelCache._on_volume`
+Mixed into :class:`~mme_triton.local.route.instance.InstanceRuntime`: :meth:`ModelCache._on_volume`
 gives the extracted copy a load needs, downloading and extracting it only when the volume has none
 (:class:`~mme_triton.local.route.volume.ModelVolume` keeps the bookkeeping). A copy is served as it is
 until it leaves the volume, even if the artifact in S3 was overwritten meanwhile, as SageMaker does; the
@@ -58,9 +58,9 @@ class ModelDataNotFoundError(LocalStackError):
 
 class ModelCache:
     """The volume half of an endpoint's runtime; mixed into
-    :class:`~mme_triton.local.route.endpoint_runtime.EndpointRuntime`."""
+    :class:`~mme_triton.local.route.instance.InstanceRuntime`."""
 
-    # set by EndpointRuntime.__init__
+    # set by InstanceRuntime.__init__
     _lock: threading.Lock
     _s3: S3Client
     _volume: ModelVolume
@@ -76,10 +76,10 @@ class ModelCache:
     metrics: MetricsSink
 
     @property
-    def endpoint_name(self) -> str:  # pragma: no cover - defined by EndpointRuntime
+    def endpoint_name(self) -> str:  # pragma: no cover - defined by InstanceRuntime
         raise NotImplementedError
 
-    def _messages(self, target_model: str) -> Messages:  # pragma: no cover - defined by EndpointRuntime
+    def _messages(self, target_model: str) -> Messages:  # pragma: no cover - defined by InstanceRuntime
         raise NotImplementedError
 
     def _model_root(self, model_hash: str) -> Path:

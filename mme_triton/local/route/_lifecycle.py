@@ -1,32 +1,34 @@
-"""The half of an endpoint's runtime that runs off the request path: loads, unloads and restarts.
+"""The half of an instance's runtime that runs off the request path: loads and unloads.
 
-:class:`~mme_triton.local.route.endpoint_runtime.EndpointRuntime` answers requests; the methods here, mixed
-into it, load a model on a loader thread once the memory budget has room for it, and put it in the LRU with
-what it really holds (measured from ``/proc`` and ``/dev/shm``); unload models on threads of their own (each
-waits only for the requests using its model); and start the endpoint's Triton again after it exited. Each
-load's parts and its unload are timed (:class:`~mme_triton.local.route.timings.LoadTimings`).
+:class:`~mme_triton.local.route.instance.InstanceRuntime` answers requests; the methods here, mixed into it,
+load a model on a loader thread once the memory budget has room for it, and put it in the LRU with what it
+really holds (measured from ``/proc`` and ``/dev/shm``); and unload models on threads of their own (each
+waits only for the requests using its model). Each load's parts and its unload are timed
+(:class:`~mme_triton.local.route.timings.LoadTimings`).
 
 Room is made before a load starts, as SageMaker starts unloading "when starting the process of loading a new
-model": the load's estimate (what the model measured the last time it was loaded, else what the models of
-the endpoint measure, at least its files) and one more model must fit the budget with the loads and unloads
-under way; the least recently used models no request is using are unloaded for it, and the load waits
-until their unloads are done. When every loaded model is in use, the load waits for one to become unused.
+model", by the rules of :mod:`mme_triton._multimodel` (the capacity simulator's too): once the model's files
+are on the volume, the load's estimate (what the model measured the last time it was loaded, else what the
+models of the endpoint measure, at least its files) and one more model must fit the budget with the loads
+and unloads under way. Loads ask in turn, first come first served; the least recently used unused models
+are unloaded for one that does not fit, and it starts as soon as what Triton holds and it fit (its own
+unloads done, not unrelated ones). When every loaded model is in use, the load waits for one to become
+unused (:func:`~mme_triton._multimodel.unused`: a model stays in use a moment after its last request).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import shutil
 import statistics
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable
+from collections import Counter, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
+from mme_triton._multimodel import IDLE_AFTER_S, unused
 from mme_triton.errors import LocalStackError
 from mme_triton.local.route._cache import ModelCache, model_hash_of
 from mme_triton.local.route._prepare import LoadFailedError, load_failure
@@ -46,23 +48,26 @@ def _keep_all(name: str) -> bool:
 
 
 class Lifecycle(ModelCache):
-    """Loads, unloads and restarts; mixed into
-    :class:`~mme_triton.local.route.endpoint_runtime.EndpointRuntime`."""
+    """Loads and unloads; mixed into :class:`~mme_triton.local.route.instance.InstanceRuntime`."""
 
-    # set by EndpointRuntime.__init__
+    # set by InstanceRuntime.__init__
+    instance_id: str
+    _load_asked: dict[str, float]
+    _servers: dict[str, int]
     _idle: threading.Condition
     _waiting: Counter[str]
     _granted: Counter[str]
     _reserved: dict[str, int]
+    _started: set[str]
+    _room_queue: deque[str]
+    _last_done: dict[str, float]
     _unloading_bytes: dict[str, int]
     _memory: dict[str, int]
     _timings: dict[str, LoadTimings]
     _generation: int
     _restarting: Future[None] | None
-    _restart_failed_at: float
     _closed: threading.Event
     _triton: TritonLike
-    _replace: Callable[[int], TritonLike] | None
     _load_timeout: float
     _unload_timeout: float
     _unloader: ThreadPoolExecutor
@@ -71,7 +76,6 @@ class Lifecycle(ModelCache):
     load_counts: Counter[str]
     loads: int
     evictions: int
-    restarts: int
 
     def wait_for_unloads(self, timeout: float | None = None) -> None:  # pragma: no cover
         raise NotImplementedError
@@ -99,31 +103,46 @@ class Lifecycle(ModelCache):
             load_started = time.monotonic()
             try:
                 self._triton_load(triton, model_hash_of(target_model), copy.path, target_model)
-            except BaseException:
+            except BaseException as exc:
                 with self._idle:
                     self._reserved.pop(target_model, None)
+                    self._started.discard(target_model)
+                    if isinstance(exc, LoadFailedError):
+                        # a copy that never loaded serves nothing: the next request downloads it again
+                        self._delete_copy(target_model)
                     self._idle.notify_all()
+                if isinstance(exc, LoadFailedError):
+                    logger.info(
+                        "endpoint %s: %s failed to load; its copy left the volume, the next request "
+                        "downloads it again",
+                        self.endpoint_name,
+                        target_model,
+                    )
                 raise
         except BaseException:
             with self._idle:
                 if self._generation == generation:
                     self._loading.pop(target_model, None)
+                    self._load_asked.pop(target_model, None)
                 self._idle.notify_all()
             raise
         parts = replace(
             parts, wait_s=waited + load_started - room_from, load_s=time.monotonic() - load_started
         )
-        measured = self._measure(triton, extra=target_model)
+        measured, servers = self._measure(triton, extra=target_model)
         self.metrics.model_loaded(parts.load_s)
         with self._idle:
             self.loads += 1
             self.load_counts[target_model] += 1
             self._timings[target_model] = parts
             self._reserved.pop(target_model, None)
+            self._started.discard(target_model)
             if self._generation != generation:
                 return  # the server was replaced meanwhile; the next request loads it again
             self._loading.pop(target_model, None)
+            self._load_asked.pop(target_model, None)
             self._memory.update(measured)
+            self._servers.update(servers)
             for name in self._lru.names():
                 self._lru.resize(name, max(self._size_on_volume(name), self._memory.get(name, 0)))
             # the requests that waited for this load hold it now, before anything can unload it
@@ -163,7 +182,12 @@ class Lifecycle(ModelCache):
         }
 
     def _in_use(self, target_model: str) -> bool:
-        return self._in_flight[target_model] > 0
+        """Whether a request of ``target_model`` runs or waits, or one ended a moment ago (caller holds the
+        lock): such a model is never unloaded to make room."""
+        if self._in_flight[target_model] > 0 or self._waiting[target_model] > 0:
+            return True
+        last = self._last_done.get(target_model)
+        return last is not None and not unused(last, time.monotonic())
 
     def _size_on_volume(self, target_model: str) -> int:
         copy = self._volume.get(target_model)
@@ -171,10 +195,11 @@ class Lifecycle(ModelCache):
 
     def _make_room(self, target_model: str, estimate: int, generation: int, deadline: float) -> None:
         """Hold room for ``estimate`` bytes and one more model in the budget, unloading the least recently
-        used unused models for it, and wait until their unloads are done.
+        used unused models for it, and wait until Triton has the room (:mod:`mme_triton._multimodel`).
 
-        The room is held from the moment the unloads are chosen, so another load cannot take it; a load
-        that does not fit even with every unused model unloaded waits for a model to become unused.
+        Loads ask in turn, first come first served. The room is held from the moment the unloads are
+        chosen, so another load cannot take it; a load that does not fit even with every unused model
+        unloaded waits (and the loads behind it) for a model to become unused.
 
         Raises:
             LoadFailedError: the budget stayed held by models in use until ``deadline`` (507, as Triton's
@@ -183,25 +208,32 @@ class Lifecycle(ModelCache):
         """
         announced = False
         with self._idle:
-            while True:  # choose: as if the unloads under way were done (they free their room)
-                self._check_generation(target_model, generation)
-                victims = self._lru.room_for(
-                    estimate,
-                    keep=self._in_use,
-                    pending_bytes=sum(self._reserved.values()),
-                    pending_count=len(self._reserved),
-                )
-                if victims is not None:
-                    break
-                if not announced:
-                    announced = True
-                    logger.info(
-                        "endpoint %s: %s waits for a loaded model to become unused (the memory budget is "
-                        "held by models in use)",
-                        self.endpoint_name,
-                        target_model,
-                    )
-                self._wait(target_model, deadline)
+            self._room_queue.append(target_model)
+            try:
+                while True:  # choose, in turn: as if the unloads under way were done (they free their room)
+                    self._check_generation(target_model, generation)
+                    victims = None
+                    if self._room_queue[0] == target_model:
+                        victims = self._lru.room_for(
+                            estimate,
+                            keep=self._in_use,
+                            pending_bytes=sum(self._reserved.values()),
+                            pending_count=len(self._reserved),
+                        )
+                    if victims is not None:
+                        break
+                    if not announced and self._room_queue[0] == target_model:
+                        announced = True
+                        logger.info(
+                            "endpoint %s: %s waits for a loaded model to become unused (the memory budget "
+                            "is held by models in use)",
+                            self.endpoint_name,
+                            target_model,
+                        )
+                    self._wait(target_model, deadline)
+            finally:
+                self._room_queue.remove(target_model)
+                self._idle.notify_all()
             for victim in victims:
                 self._schedule_unload(victim, self._triton)
             if victims:
@@ -214,16 +246,18 @@ class Lifecycle(ModelCache):
                 )
             self._reserved[target_model] = estimate
             try:
-                while True:  # then wait until the unloads have freed it
+                while True:  # then start once what Triton holds (loaded, loading, unloading) and it fit
                     self._check_generation(target_model, generation)
-                    others = {k: v for k, v in self._reserved.items() if k != target_model}
+                    loading = [name for name in self._started if name != target_model]
                     free = self._lru.room_for(
                         estimate,
                         keep=_keep_all,
-                        pending_bytes=sum(others.values()) + sum(self._unloading_bytes.values()),
-                        pending_count=len(others) + len(self._unloading_bytes),
+                        pending_bytes=sum(self._reserved[name] for name in loading)
+                        + sum(self._unloading_bytes.values()),
+                        pending_count=len(loading) + len(self._unloading_bytes),
                     )
                     if free == []:
+                        self._started.add(target_model)
                         return
                     if self._lru.budget_bytes is not None and estimate > self._lru.budget_bytes:
                         for name in [n for n in self._lru.names() if not self._in_use(n)]:
@@ -250,23 +284,32 @@ class Lifecycle(ModelCache):
                     f"{self._load_timeout:g}s",
                 ),
             )
-        self._idle.wait(timeout=min(remaining, 5.0))
+        timeout = min(remaining, 5.0)
+        now = time.monotonic()
+        for name in self._lru.names():  # wake when a model's last request is far enough behind
+            last = self._last_done.get(name)
+            if last is not None and self._in_flight[name] <= 0 and not unused(last, now):
+                timeout = min(timeout, last + IDLE_AFTER_S - now + 0.001)
+        self._idle.wait(timeout=max(timeout, 0.001))
 
-    def _measure(self, triton: TritonLike, *, extra: str) -> dict[str, int]:
-        """Bytes held by the model instances of each loaded TargetModel (and ``extra``), from /proc."""
+    def _measure(self, triton: TritonLike, *, extra: str) -> tuple[dict[str, int], dict[str, int]]:
+        """Bytes held by the model instances of each loaded TargetModel (and ``extra``), and how many
+        model instances (stub processes) each has, from /proc."""
         with self._lock:
             names = [*self._lru.names(), extra]
         roots = {str(self._model_root(model_hash_of(name))) + "/": name for name in names}
         memory = dict.fromkeys(names, 0)
+        servers: dict[str, int] = {}
         try:
             processes = triton.model_processes()
         except OSError:
-            return {}
+            return {}, {}
         for process in processes:
             for root, name in roots.items():
                 if process.model_path.startswith(root):
                     memory[name] += process.memory_bytes
-        return memory
+                    servers[name] = servers.get(name, 0) + 1
+        return memory, servers
 
     def _triton_load(self, triton: TritonLike, model_hash: str, path: Path, target_model: str) -> None:
         from mme_triton.local.triton.server import TritonLoadError
@@ -368,10 +411,10 @@ class Lifecycle(ModelCache):
                     self._delete_copy(target_model)
 
     def _count_loaded(self) -> None:
-        """Publish how many models the endpoint's Triton holds: loaded, and unloading (caller holds the
-        lock); a closed runtime (replaced by an update) no longer speaks for the variant."""
+        """Publish how many models the instance's Triton holds: loaded, and unloading (caller holds the
+        lock); a closed instance (scaled in, or replaced by an update) no longer speaks for the variant."""
         if not self._closed.is_set():
-            self.metrics.loaded_models(len(self._lru) + len(self._unloading))
+            self.metrics.loaded_models(len(self._lru) + len(self._unloading), instance=self.instance_id)
 
     def _release_unused(self, target_model: str) -> None:
         """A request for ``target_model`` ended and none uses it now (caller holds the lock):
@@ -379,73 +422,3 @@ class Lifecycle(ModelCache):
         self._volume.touch(target_model)
         if self.cache_disabled and target_model in self._lru:
             self._schedule_unload(target_model, self._triton, evicted=False, delete=True)
-
-    # -- recovery ----------------------------------------------------------------------------------
-
-    def _watch(self, interval: float) -> None:
-        while not self._closed.wait(interval):
-            triton = self._triton
-            recently_failed = time.monotonic() - self._restart_failed_at < 10.0
-            if triton.returncode is not None and self._replace is not None and not recently_failed:
-                self._begin_restart(triton)
-
-    def _begin_restart(self, dead: TritonLike) -> None:
-        with self._idle:
-            if (
-                self._closed.is_set()
-                or self._triton is not dead
-                or dead.returncode is None  # alive (started again already)
-                or self._restarting is not None
-            ):
-                return
-            future: Future[None] = Future()
-            self._restarting = future
-            self._generation += 1
-            self._lru.clear()
-            self._loading.clear()
-            self._unloading.clear()
-            self._unloading_bytes.clear()
-            self._reserved.clear()
-            self._memory.clear()
-            self._volume.clear()
-            self.metrics.loaded_models(0)
-            self._idle.notify_all()
-        logger.warning(
-            "endpoint %s: Triton exited (status %s); starting it again, models load again on demand",
-            self.endpoint_name,
-            dead.returncode,
-        )
-        threading.Thread(
-            target=self._restart, args=(dead, future), name=f"restart-{self.endpoint_name}", daemon=True
-        ).start()
-
-    def _restart(self, dead: TritonLike, future: Future[None]) -> None:
-        assert self._replace is not None
-        try:
-            dead.stop()
-            shutil.rmtree(self._workdir / "models", ignore_errors=True)
-            error: BaseException | None = None
-            for attempt in range(3):
-                if self._closed.is_set():
-                    raise LocalStackError("the endpoint was deleted while its Triton restarted")
-                replacement = self._replace(self._generation)
-                try:
-                    replacement.start()
-                except LocalStackError as exc:
-                    error = exc
-                    time.sleep(0.5 * (attempt + 1))
-                    continue
-                with self._lock:
-                    self._triton = replacement
-                    self.restarts += 1
-                    self._restarting = None
-                logger.info("endpoint %s: Triton started again", self.endpoint_name)
-                future.set_result(None)
-                return
-            raise error or LocalStackError("Triton did not start again")
-        except BaseException as exc:
-            logger.error("endpoint %s: restarting Triton failed: %s", self.endpoint_name, exc)
-            with self._lock:
-                self._restarting = None
-                self._restart_failed_at = time.monotonic()
-            future.set_exception(exc)

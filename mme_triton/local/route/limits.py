@@ -13,6 +13,7 @@ from mme_triton.local.triton.options import check_shm_limit
 
 __all__ = [
     "DEFAULT_MAX_COMPRESSION_RATIO",
+    "DEFAULT_MAX_INSTANCES",
     "DEFAULT_MAX_MEMBERS",
     "DEFAULT_MAX_UNPACKED_BYTES",
     "DISK_RESERVE_BYTES",
@@ -31,6 +32,8 @@ DEFAULT_MAX_COMPRESSION_RATIO = 200
 """Default limit on unpacked bytes per compressed byte (checked once 16 MiB are unpacked)."""
 DISK_RESERVE_BYTES = 1 * GiB
 """An extraction never leaves less than this free on the scratch directory's disk."""
+DEFAULT_MAX_INSTANCES = 16
+"""Default limit on the instances (a Triton each) one endpoint's variant runs on the stack."""
 
 
 def human_size(size: float) -> str:
@@ -59,6 +62,7 @@ def check_limits(
     max_unpacked_bytes: int | None,
     max_archive_members: int,
     max_compression_ratio: float,
+    max_instances: int = DEFAULT_MAX_INSTANCES,
 ) -> None:
     """Check the stack's limits as :class:`~mme_triton.local.LocalStack` takes them.
 
@@ -72,3 +76,5 @@ def check_limits(
     if max_archive_members <= 0:
         raise ValueError("max_archive_members must be > 0")
     check_compression_ratio(max_compression_ratio)
+    if isinstance(max_instances, bool) or not isinstance(max_instances, int) or max_instances < 1:
+        raise ValueError(f"max_instances must be an integer >= 1, got {max_instances!r}")

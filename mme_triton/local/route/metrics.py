@@ -9,8 +9,13 @@ the recorder: the two wings meet in :mod:`mme_triton.local.stack`.
 - :func:`record_invocation`: one request, hit or miss, its model latency (from sending it to Triton until
   Triton's answer) and the rest as overhead, the wait for a load on a miss, and the status that classes its
   error (:func:`metric_status`);
-- :class:`UsageSampler`: the Triton process's CPU and memory and the model volume's use, sampled before each
-  window is published.
+- :class:`UsageSampler`: each instance's Triton process's CPU and memory and its model volume's use, sampled
+  before each window is published.
+
+A variant's instances share its sink; what SageMaker publishes per instance (``LoadedModelCount``,
+``CPUUtilization``, ``MemoryUtilization``, ``DiskUtilization``) is recorded with the instance's id, one sample
+per instance and window, so CloudWatch's statistics over the variant's series aggregate the instances as
+SageMaker's do: Average per instance, Sum over the instances, Maximum the fullest one.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from mme_triton.local.triton.procfs import process_tree_usage
 
 if TYPE_CHECKING:
     from mme_triton.local.route.endpoint_runtime import EndpointRuntime
+    from mme_triton.local.route.instance import InstanceRuntime
 
 __all__ = [
     "MetricsSink",
@@ -55,14 +61,16 @@ class MetricsSink(Protocol):
     def model_downloaded(self, seconds: float) -> None: ...
     def model_loaded(self, seconds: float) -> None: ...
     def model_unloaded(self, seconds: float) -> None: ...
-    def loaded_models(self, count: int) -> None: ...
+    def loaded_models(self, count: int, *, instance: str = ...) -> None: ...
     def utilization(
         self,
         *,
         cpu_percent: float | None = ...,
         memory_percent: float | None = ...,
         disk_percent: float | None = ...,
+        instance: str = ...,
     ) -> None: ...
+    def instance_gone(self, instance: str) -> None: ...
     def on_publish(self, hook: Callable[[MetricsSink], None]) -> None: ...
     def close(self) -> None: ...
 
@@ -86,10 +94,13 @@ class NullMetricsSink:
     def model_unloaded(self, seconds: float) -> None:
         pass
 
-    def loaded_models(self, count: int) -> None:
+    def loaded_models(self, count: int, *, instance: str = "") -> None:
         pass
 
-    def utilization(self, **_: float | None) -> None:
+    def utilization(self, **_: object) -> None:
+        pass
+
+    def instance_gone(self, instance: str) -> None:
         pass
 
     def on_publish(self, hook: Callable[[MetricsSink], None]) -> None:
@@ -127,12 +138,15 @@ def metric_status(response: RuntimeResponse) -> int | None:
     return original or None
 
 
-def record_invocation(sink: MetricsSink, response: RuntimeResponse, call: Mapping[str, float]) -> None:
+def record_invocation(
+    sink: MetricsSink, response: RuntimeResponse, call: Mapping[str, float], *, instances: int = 1
+) -> None:
     """Record one request that reached an endpoint, from ``call``'s ``time.monotonic()`` readings:
-    ``started``; ``hit`` when its model was loaded when it came; when its model was ``acquired`` (the load
-    wait of a miss ends there, or when it is answered ``ModelNotReadyException``: it gave up on a load still
-    under way); when it was ``sent`` to Triton and ``answered`` (the model latency; the overhead is the rest
-    of its time).
+    ``started``; ``hit`` when its model was loaded on the instance it reached when it came; when its model
+    was ``acquired`` (the load wait of a miss ends there, or when it is answered ``ModelNotReadyException``:
+    it gave up on a load still under way); when it was ``sent`` to Triton and ``answered`` (the model
+    latency; the overhead is the rest of its time). ``instances``: the variant's instance count
+    (``InvocationsPerInstance``).
 
     A miss whose model never came — not in S3, an archive that does not extract, a load that failed, a
     container being replaced — waited for nothing that could serve it: it has no load wait
@@ -153,6 +167,7 @@ def record_invocation(sink: MetricsSink, response: RuntimeResponse, call: Mappin
         model_seconds=model,
         overhead_seconds=max(0.0, total - (model or 0.0)),
         load_wait_seconds=None if hit or waited_until is None else max(0.0, waited_until - started),
+        instances=instances,
     )
 
 
@@ -173,13 +188,13 @@ def instance_memory_bytes(instance_type: str | None) -> int | None:
 
 
 class UsageSampler:
-    """A hook for :meth:`MetricsSink.on_publish`: an endpoint's Triton process (``tritonserver`` and its
-    model stubs) and model volume as SageMaker's instance metrics.
+    """A hook for :meth:`MetricsSink.on_publish`: each instance's Triton process (``tritonserver`` and its
+    model stubs) and model volume as SageMaker's instance metrics, one sample per instance.
 
     ``CPUUtilization``: CPU seconds used since the previous sample per second of wall time, times 100 (100
     per core, as on SageMaker); ``MemoryUtilization``: resident memory (``tritonserver``'s, and what each
     stub holds with its shared memory) as a percentage of the host memory of the variant's instance type
-    (:func:`instance_memory_bytes`); ``DiskUtilization``: the models extracted on the endpoint's volume as a
+    (:func:`instance_memory_bytes`); ``DiskUtilization``: the models extracted on the instance's volume as a
     percentage of its size.
 
     Parameters:
@@ -188,25 +203,37 @@ class UsageSampler:
 
     def __init__(self, current: Callable[[], EndpointRuntime | None]) -> None:
         self._current = current
-        self._last: tuple[int, float, float] | None = None  # pid, CPU seconds, wall clock
+        self._last: dict[str, tuple[int, float, float]] = {}  # instance -> pid, CPU seconds, wall clock
 
     def __call__(self, sink: MetricsSink) -> None:
         runtime = self._current()
-        pid = runtime.triton.pid if runtime is not None else None
-        if runtime is None or pid is None:
-            self._last = None
+        instances = runtime.instances if runtime is not None else []
+        seen = set()
+        for instance in instances:
+            seen.add(instance.instance_id)
+            self._sample(sink, instance)
+        for gone in set(self._last) - seen:
+            del self._last[gone]
+
+    def _sample(self, sink: MetricsSink, instance: InstanceRuntime) -> None:
+        pid = instance.triton.pid
+        name = instance.instance_id
+        if pid is None:
+            self._last.pop(name, None)
             return
         cpu_seconds, memory = process_tree_usage(pid)
         now = time.monotonic()
         cpu_percent = None
-        if self._last is not None and self._last[0] == pid and now > self._last[2]:
-            cpu_percent = max(0.0, (cpu_seconds - self._last[1]) / (now - self._last[2]) * 100)
+        last = self._last.get(name)
+        if last is not None and last[0] == pid and now > last[2]:
+            cpu_percent = max(0.0, (cpu_seconds - last[1]) / (now - last[2]) * 100)
             cpu_percent = min(cpu_percent, 100.0 * (os.cpu_count() or 1))
-        self._last = (pid, cpu_seconds, now)
-        total = instance_memory_bytes(runtime.models.instance_type)
-        used, capacity = runtime.volume_usage()
+        self._last[name] = (pid, cpu_seconds, now)
+        total = instance_memory_bytes(instance.models.instance_type)
+        used, capacity = instance.volume_usage()
         sink.utilization(
             cpu_percent=cpu_percent,
             memory_percent=100.0 * memory / total if total else None,
             disk_percent=100.0 * used / capacity if capacity > 0 else None,
+            instance=name,
         )

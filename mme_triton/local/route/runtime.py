@@ -6,17 +6,18 @@ client calls) for a multi-model endpoint like this:
 1. the endpoint must exist and be in service, else a ``ValidationError``;
 2. the body may be at most 6 MiB (6,291,456 bytes), else HTTP 413;
 3. the ``TargetModel`` must match InvokeEndpoint's pattern, else a ``ValidationError``;
-4. the request goes to the endpoint's instance, where the platform loads the model and forwards the
-   request to the container (:class:`~mme_triton.local.route.endpoint_runtime.EndpointRuntime`).
+4. the request goes to one of the variant's instances, where the platform loads the model and forwards the
+   request to the container (:class:`~mme_triton.local.route.endpoint_runtime.EndpointRuntime` chooses it).
 
 :class:`InvocationRuntime` keeps one :class:`~mme_triton.local.route.endpoint_runtime.EndpointRuntime`
-(and one real Triton) per in-service endpoint, driven by the control plane's hooks, and routes the requests to
-them as a WSGI middleware in front of moto's server. The error answers come from
-:mod:`mme_triton.local.route.responses`.
+per in-service endpoint (one real Triton per instance of its variant), driven by the control plane's hooks
+(in service, instance count changed, deleted), and routes the requests to them as a WSGI middleware in
+front of moto's server. The error answers come from :mod:`mme_triton.local.route.responses`.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import shutil
@@ -26,15 +27,9 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from mme_triton._sagemaker import (
-    MAX_PAYLOAD_BYTES,
-    TARGET_MODEL_HEADER,
-    model_data_url_of,
-    parse_s3_url,
-    serving_container,
-    target_model_problem,
-)
+from mme_triton._sagemaker import MAX_PAYLOAD_BYTES, TARGET_MODEL_HEADER, target_model_problem
 from mme_triton.errors import LocalStackError
+from mme_triton.local.route._describe import resolve_endpoint
 from mme_triton.local.route.budget import (
     FROM_INSTANCE,
     BudgetSetting,
@@ -47,8 +42,10 @@ from mme_triton.local.route.endpoint_runtime import (
     EndpointRuntime,
 )
 from mme_triton.local.route.extract import ExtractLimits
+from mme_triton.local.route.instance import InstanceRuntime
 from mme_triton.local.route.limits import (
     DEFAULT_MAX_COMPRESSION_RATIO,
+    DEFAULT_MAX_INSTANCES,
     DEFAULT_MAX_MEMBERS,
     DEFAULT_MAX_UNPACKED_BYTES,
     GiB,
@@ -92,21 +89,22 @@ class InvocationRuntime:
     """SageMaker's runtime for the embedded stack: the InvokeEndpoint route and one Triton per endpoint.
 
     Wire it into the control plane: pass :meth:`middleware` as its ``wsgi_middleware``, append
-    :meth:`on_in_service` and :meth:`on_deleted` to its hooks, and call :meth:`bind` with a boto3 session
-    pointing at it once it runs. :class:`~mme_triton.local.stack.LocalStack` does all of that.
+    :meth:`on_in_service`, :meth:`on_instance_count` and :meth:`on_deleted` to its hooks, and call
+    :meth:`bind` with a boto3 session pointing at it once it runs. :class:`~mme_triton.local.stack.LocalStack`
+    does all of that.
 
     Parameters:
         workdir: scratch space; one sub-directory per endpoint (Triton's files and extracted models).
         region: the region in the answers (log group ARNs, console links).
         account_id: the account in the answers (``Endpoint X of account Y not found.``).
-        memory_budget: what an endpoint's loaded models may hold: ``"instance"`` (the default) for the
-            production variant's instance type's memory for models, at most half of this machine's memory
-            (:mod:`mme_triton.local.route.budget`); bytes; or ``None`` for no byte limit.
+        memory_budget: what the models loaded on one instance of an endpoint may hold: ``"instance"`` (the
+            default) for the production variant's instance type's memory for models, at most half of this
+            machine's memory (:mod:`mme_triton.local.route.budget`); bytes; or ``None`` for no byte limit.
         reserved_memory: what an instance keeps for itself, not for models (with ``"instance"``); ``None``:
             the instance type's documented default.
-        max_models: models loaded per endpoint before the least recently used are unloaded; ``None``
+        max_models: models loaded per instance before the least recently used are unloaded; ``None``
             for no count limit.
-        triton_factory: builds the (unstarted) Triton server of an endpoint (the stack passes
+        triton_factory: builds the (unstarted) Triton server of an endpoint's instance (the stack passes
             :func:`~mme_triton.local.serve.default_triton_factory`: a
             :class:`~mme_triton.local.triton.server.TritonServer` started as the serve script would).
         adapt_gpu_configs: run :func:`~mme_triton.local.route.adapt.adapt_for_cpu` on every extracted model.
@@ -117,6 +115,7 @@ class InvocationRuntime:
             ``VolumeSizeInGB`` when set, else 16 GiB. A number is a ceiling on that too.
         max_archive_members: entries one archive may hold.
         max_compression_ratio: how many times an archive may expand.
+        max_instances: the most instances (a Triton each) one endpoint's variant runs.
         metrics: ``(endpoint name, variant name) -> sink``: where each endpoint's CloudWatch metrics are
             recorded (:mod:`mme_triton.local.route.metrics`); the stack passes its recorder's. None: nowhere.
 
@@ -142,6 +141,7 @@ class InvocationRuntime:
         max_unpacked_bytes: int | None = None,
         max_archive_members: int = DEFAULT_MAX_MEMBERS,
         max_compression_ratio: float = DEFAULT_MAX_COMPRESSION_RATIO,
+        max_instances: int = DEFAULT_MAX_INSTANCES,
         metrics: SinkFactory | None = None,
     ) -> None:
         endpoint_budget(memory_budget, None)  # validates it
@@ -154,7 +154,9 @@ class InvocationRuntime:
             max_unpacked_bytes=max_unpacked_bytes,
             max_archive_members=max_archive_members,
             max_compression_ratio=max_compression_ratio,
+            max_instances=max_instances,
         )
+        self.max_instances = max_instances
         self.max_unpacked_bytes = max_unpacked_bytes
         self.max_archive_members = max_archive_members
         self.max_compression_ratio = max_compression_ratio
@@ -171,6 +173,8 @@ class InvocationRuntime:
         self._endpoints: dict[str, EndpointRuntime] = {}
         self.metrics: SinkFactory = metrics or null_sink_factory
         self._sinks: dict[str, tuple[str, MetricsSink]] = {}  # endpoint -> (variant, sink)
+        self._numbers: dict[str, itertools.count[int]] = {}  # endpoint -> its instances' numbers
+        self._replaced: dict[str, list[EndpointRuntime]] = {}  # runtimes updates replaced (draining)
         self._lock = threading.Lock()
         self._session: Any = None
         self._s3: S3Client | None = None
@@ -196,20 +200,20 @@ class InvocationRuntime:
             return self._endpoints.get(endpoint_name)
 
     def endpoints(self) -> list[str]:
-        """Names of the endpoints with a running Triton."""
+        """Names of the endpoints in service (each with a Triton per instance)."""
         with self._lock:
             return sorted(self._endpoints)
 
     # -- control-plane hooks -----------------------------------------------------------------------
 
     def on_in_service(self, endpoint_name: str, description: Mapping[str, Any]) -> None:
-        """Start the endpoint's Triton (replacing the previous one after an update).
+        """Start the endpoint's instances, a Triton each (replacing the previous ones after an update).
 
         Raising makes the control plane mark the endpoint ``Failed`` with the message as FailureReason.
         """
         if self._stopping.is_set():
             raise LocalStackError("the embedded stack is stopping")
-        models = self._resolve(endpoint_name, description)
+        models = resolve_endpoint(endpoint_name, description, self._sagemaker)
         if models.mode != "MultiModel":
             logger.warning(
                 "endpoint %s serves a single-model container (Mode %s); the embedded stack serves "
@@ -217,19 +221,13 @@ class InvocationRuntime:
                 endpoint_name,
                 models.mode,
             )
+        if self._s3 is None:
+            raise LocalStackError("the runtime has no S3 client: call bind() first")
         with self._lock:
             self._generation += 1
             workdir = self.workdir / f"{_safe_name(endpoint_name)}-{self._generation}"
+            numbers = self._numbers.setdefault(endpoint_name, itertools.count(1))
         workdir.mkdir(parents=True, exist_ok=True)
-        try:
-            triton = self._triton_factory(endpoint_name, models.environment, workdir / "triton")
-            triton.start()
-        except BaseException:
-            shutil.rmtree(workdir, ignore_errors=True)
-            raise
-        if self._s3 is None:
-            triton.stop()
-            raise LocalStackError("the runtime has no S3 client: call bind() first")
         budget = endpoint_budget(
             self.memory_budget,
             models.instance_type,
@@ -237,64 +235,112 @@ class InvocationRuntime:
             machine_limit=machine_memory_limit(),
         )
         limits = self._limits(models)
+        sink = self._sink(endpoint_name, models.variant_name)
+
+        def new_instance(instance_id: str) -> InstanceRuntime:
+            scratch = workdir / instance_id
+            scratch.mkdir(parents=True, exist_ok=True)
+            triton = self._triton_factory(endpoint_name, models.environment, scratch / "triton")
+            try:
+                triton.start()
+            except BaseException:
+                shutil.rmtree(scratch, ignore_errors=True)
+                raise
+            assert self._s3 is not None
+            return InstanceRuntime(
+                models,
+                instance_id=instance_id,
+                triton=triton,
+                s3_client=self._s3,
+                workdir=scratch,
+                lru=ModelLRU(budget_bytes=budget.bytes, max_models=self.max_models),
+                region=self.region,
+                account_id=self.account_id,
+                adapt=model_adapter(gpu=self._adapt_gpu_configs, image=models.image, limits=limits),
+                # the same server, started again: its settings (and warnings) were decided once
+                replace=lambda _generation: triton,
+                limits=limits,
+                volume=ModelVolume(limits.max_bytes),
+                ready_timeout=self.ready_timeout,
+                metrics=sink,
+            )
+
         runtime = EndpointRuntime(
             models,
-            triton=triton,
-            s3_client=self._s3,
+            new_instance=new_instance,
             workdir=workdir,
-            lru=ModelLRU(budget_bytes=budget.bytes, max_models=self.max_models),
-            region=self.region,
-            account_id=self.account_id,
-            adapt=model_adapter(gpu=self._adapt_gpu_configs, image=models.image, limits=limits),
-            # the same server, started again: its settings (and warnings) were decided once
-            replace=lambda _generation: triton,
-            limits=limits,
-            volume=ModelVolume(limits.max_bytes),
-            ready_timeout=self.ready_timeout,
-            metrics=self._sink(endpoint_name, models.variant_name),
+            numbers=numbers,
+            metrics=sink,
+            max_instances=self.max_instances,
         )
+        try:
+            runtime.start()
+        except BaseException:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
         with self._lock:
             closed = self._stopping.is_set()
             previous = None if closed else self._endpoints.get(endpoint_name)
             if not closed:
                 self._endpoints[endpoint_name] = runtime
-        if closed:  # the stack stopped while this Triton was starting
+        if closed:  # the stack stopped while the Tritons were starting
             runtime.close()
             raise LocalStackError("the embedded stack is stopping")
         logger.info(
-            "endpoint %s in service: Triton on %s serving %s; memory budget %s; volume %s",
+            "endpoint %s in service: %d instance(s), Triton on %s serving %s; memory budget per instance %s; "
+            "volume %s",
             endpoint_name,
-            triton.address,
+            len(runtime.instances),
+            runtime.triton.address,
             models.model_data_url,
             budget.source,
             limits.max_bytes_source,
         )
         if previous is not None:
-            # new requests go to the new server; those still on the old one finish before it stops
-            threading.Thread(
-                target=previous.close,
-                kwargs={"drain_timeout": 60.0},
-                name=f"retire-{endpoint_name}",
-                daemon=True,
-            ).start()
+            # new requests go to the new instances; those still on the old ones finish before they stop
+            previous.retire(runtime)
+            with self._lock:
+                self._replaced.setdefault(endpoint_name, []).append(previous)
+
+    def on_instance_count(self, endpoint_name: str, variant_name: str, count: int) -> None:
+        """Run ``count`` instances of the endpoint's variant (``UpdateEndpointWeightsAndCapacities``, and
+        Application Auto Scaling through it): new ones start cold, removed ones finish their requests first.
+
+        Raising makes the control plane keep the previous count, with the message as FailureReason.
+        """
+        runtime = self.endpoint(endpoint_name)
+        if runtime is None:
+            raise LocalStackError(f"endpoint {endpoint_name} is not in service")
+        if runtime.models.variant_name != variant_name:
+            raise LocalStackError(
+                f"endpoint {endpoint_name} serves its variant {runtime.models.variant_name}; the embedded "
+                f"stack serves the first production variant only, not {variant_name}"
+            )
+        runtime.scale_to(count)
 
     def on_deleted(self, endpoint_name: str) -> None:
-        """Stop the endpoint's Triton and forget its models."""
+        """Stop the endpoint's Tritons and forget its models."""
         with self._lock:
             runtime = self._endpoints.pop(endpoint_name, None)
+            replaced = self._replaced.pop(endpoint_name, [])
             _, sink = self._sinks.pop(endpoint_name, ("", None))
+            self._numbers.pop(endpoint_name, None)
         if sink is not None:
             sink.close()
+        for old in replaced:
+            old.close()
         if runtime is not None:
             runtime.close()
-            logger.info("endpoint %s deleted: its Triton stopped", endpoint_name)
+            logger.info("endpoint %s deleted: its Tritons stopped", endpoint_name)
 
     def stop(self) -> None:
-        """Stop every endpoint's Triton."""
+        """Stop every endpoint's Tritons."""
         self._stopping.set()
         with self._lock:
             runtimes = list(self._endpoints.values())
+            runtimes += [old for olds in self._replaced.values() for old in olds]
             self._endpoints.clear()
+            self._replaced.clear()
 
         def close(runtime: EndpointRuntime) -> None:
             try:
@@ -313,7 +359,7 @@ class InvocationRuntime:
 
     def _sink(self, endpoint_name: str, variant_name: str) -> MetricsSink:
         """The endpoint's metrics sink (one across updates of the endpoint with the same variant), sampling
-        its Triton's CPU and memory and its volume before each window is published."""
+        each instance's Triton's CPU and memory and its volume before each window is published."""
         with self._lock:
             variant, sink = self._sinks.get(endpoint_name, ("", None))
         if sink is not None and variant == variant_name:
@@ -343,52 +389,6 @@ class InvocationRuntime:
             max_members=self.max_archive_members,
             max_ratio=self.max_compression_ratio,
             max_bytes_source=source,
-        )
-
-    def _resolve(self, endpoint_name: str, description: Mapping[str, Any]) -> EndpointModels:
-        """Endpoint -> EndpointConfig -> Model: the ModelDataUrl, Environment and variant it serves.
-
-        The control plane's hook description carries the config and the model; without them they are
-        read with DescribeEndpointConfig and DescribeModel.
-        """
-        config_name = description.get("EndpointConfigName")
-        if not config_name:
-            raise LocalStackError(f"endpoint {endpoint_name} has no EndpointConfigName")
-        config: Mapping[str, Any] | None = description.get("EndpointConfig")
-        if config is None:
-            if self._sagemaker is None:
-                raise LocalStackError("the runtime has no SageMaker client: call bind() first")
-            config = self._sagemaker.describe_endpoint_config(EndpointConfigName=config_name)
-        variants = config.get("ProductionVariants") or []
-        if not variants:
-            raise LocalStackError(f"endpoint config {config_name} has no production variant")
-        variant = variants[0]
-        model: Mapping[str, Any] | None = (description.get("Models") or {}).get(variant["ModelName"])
-        if model is None:
-            if self._sagemaker is None:
-                raise LocalStackError("the runtime has no SageMaker client: call bind() first")
-            model = self._sagemaker.describe_model(ModelName=variant["ModelName"])
-        container = serving_container(model) or {}
-        url = model_data_url_of(model)
-        if not url:
-            raise LocalStackError(f"model {variant['ModelName']} has no ModelDataUrl")
-        # SageMaker's ContainerDefinition.Mode: a container without one hosts a single model.
-        mode = str(container.get("Mode") or "SingleModel")
-        if mode == "MultiModel":
-            try:
-                parse_s3_url(url)
-            except ValueError as exc:
-                raise LocalStackError(f"model {variant['ModelName']}: ModelDataUrl {exc}") from exc
-        return EndpointModels(
-            endpoint_name=endpoint_name,
-            model_data_url=url,
-            environment=dict(container.get("Environment") or {}),
-            variant_name=variant.get("VariantName", "AllTraffic"),
-            mode=mode,
-            volume_size_gb=int(variant["VolumeSizeInGB"]) if variant.get("VolumeSizeInGB") else None,
-            instance_type=variant.get("InstanceType"),
-            model_cache=str((container.get("MultiModelConfig") or {}).get("ModelCacheSetting") or "Enabled"),
-            image=str(container.get("Image") or ""),
         )
 
     # -- the HTTP route ----------------------------------------------------------------------------

@@ -31,7 +31,6 @@ from urllib.parse import unquote
 from mme_triton._sagemaker import TARGET_MODEL_HEADER, target_model_problem
 from mme_triton.errors import LocalStackError
 from mme_triton.local.route._http11 import HttpError, Message, MessageReader
-from mme_triton.local.route.metrics import record_invocation
 from mme_triton.local.route.responses import (
     RuntimeResponse,
     error_response,
@@ -43,7 +42,8 @@ from mme_triton.local.route.status import STATUS_PATH, stack_status
 from mme_triton.local.triton.frontend import UNKNOWN_WORKER
 
 if TYPE_CHECKING:
-    from mme_triton.local.route.endpoint_runtime import EndpointRuntime, FastPath
+    from mme_triton.local.route.endpoint_runtime import EndpointRuntime
+    from mme_triton.local.route.instance import FastPath
     from mme_triton.local.route.runtime import InvocationRuntime
     from mme_triton.local.triton.frontend import FrontEnd
 
@@ -448,18 +448,19 @@ class RuntimeServer:
         ).encode("latin-1", "replace")
 
         call = {"started": started, "hit": 1.0}
+        instance = fast.instance
 
         def answered(status: int, answer_type: bytes, answer: bytes) -> None:
             if status != FAILED and status != TIMED_OUT:
                 call["answered"] = time.monotonic()
-            endpoint.release(target_model)
+            instance.release(target_model)
             if status == TIMED_OUT:
-                response = endpoint.timed_out(target_model)
+                response = instance.timed_out(target_model)
             elif status == FAILED:
                 failure = LocalStackError(
                     f"POST /models/{fast.model_hash}/invoke to Triton on {fast.triton.address} failed"
                 )
-                response = endpoint.forward_failed(fast.triton, failure)
+                response = instance.forward_failed(fast.triton, failure)
             elif 200 <= status < 300:
                 response = RuntimeResponse(
                     status,
@@ -472,9 +473,9 @@ class RuntimeServer:
                     answer,
                 )
             else:
-                response = endpoint.answer(target_model, status, answer_type.decode("latin-1"), answer)
+                response = instance.answer(target_model, status, answer_type.decode("latin-1"), answer)
             reply(response)
-            record_invocation(endpoint.metrics, response, call)
+            endpoint.record(instance, target_model, response, call)
 
         call["sent"] = time.monotonic()
-        pool.request(head, body, answered, endpoint.invoke_timeout)
+        pool.request(head, body, answered, instance.invoke_timeout)

@@ -1,9 +1,9 @@
 """What each endpoint of the embedded stack holds now (``LocalStack.status()``, ``mme-triton local status``).
 
 SageMaker shows none of this (per-model metrics "aren't supported"); the stack can, because it runs the
-instance: per in-service endpoint, the models loaded in its Triton (least recently used first) with the
-memory each counts against the budget and how many times it was loaded, and the models in S3 it has not
-loaded. The runtime server answers the same as JSON on ``GET /mme-triton/status``
+instances: per in-service endpoint, each instance's loaded models (least recently used first) with the
+memory each counts against the instance's budget and how many times it was loaded there, and the models in
+S3 no instance has loaded. The runtime server answers the same as JSON on ``GET /mme-triton/status``
 (:data:`STATUS_PATH`), so that another process (``mme-triton local status``) can read a running
 ``local up``.
 """
@@ -19,7 +19,14 @@ from mme_triton.errors import LocalStackError
 if TYPE_CHECKING:
     from mme_triton.local.route.runtime import InvocationRuntime
 
-__all__ = ["STATUS_PATH", "EndpointStatus", "LoadedModel", "stack_status", "status_from_json"]
+__all__ = [
+    "STATUS_PATH",
+    "EndpointStatus",
+    "InstanceStatus",
+    "LoadedModel",
+    "stack_status",
+    "status_from_json",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -29,13 +36,26 @@ STATUS_PATH = "/mme-triton/status"
 
 @dataclass(frozen=True)
 class LoadedModel:
-    """One model loaded in an endpoint's Triton."""
+    """One model loaded in an instance's Triton (in :attr:`EndpointStatus.loaded`: on any instance)."""
 
     target_model: str
     memory_bytes: int
-    """What it counts against the endpoint's memory budget, as last measured."""
+    """What it counts against the memory budget, as last measured (summed over the instances holding it)."""
     loads: int
-    """How many times the endpoint loaded it (a load after an eviction counts again)."""
+    """How many times it was loaded (a load after an eviction counts again)."""
+
+
+@dataclass(frozen=True)
+class InstanceStatus:
+    """What one instance of an endpoint's variant holds now."""
+
+    instance_id: str
+    loaded: list[LoadedModel] = field(default_factory=list)
+    """Least recently used first."""
+    loads: int = 0
+    evictions: int = 0
+    downloads: int = 0
+    restarts: int = 0
 
 
 @dataclass(frozen=True)
@@ -47,17 +67,19 @@ class EndpointStatus:
     instance_type: str | None
     model_data_url: str
     memory_budget: int | None
-    """Bytes its loaded models may hold (``None``: no byte limit)."""
+    """Bytes the models loaded on one instance may hold (``None``: no byte limit)."""
     loaded: list[LoadedModel] = field(default_factory=list)
-    """Least recently used first."""
+    """The models loaded on any instance (each instance's least recently used first)."""
     not_loaded: list[str] = field(default_factory=list)
-    """Models in S3 under the ModelDataUrl that are not loaded."""
+    """Models in S3 under the ModelDataUrl that no instance has loaded."""
     loads: int = 0
     evictions: int = 0
     downloads: int = 0
     restarts: int = 0
     s3_error: str | None = None
     """Why the models in S3 could not be listed, when they could not."""
+    instances: list[InstanceStatus] = field(default_factory=list)
+    """Each instance's models and counters, oldest instance first."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dictionary."""
@@ -71,10 +93,27 @@ def stack_status(runtime: InvocationRuntime) -> list[EndpointStatus]:
         endpoint = runtime.endpoint(name)
         if endpoint is None:  # deleted meanwhile
             continue
+        instances = []
+        for instance in endpoint.instances:
+            memory = instance.model_memory()
+            instances.append(
+                InstanceStatus(
+                    instance.instance_id,
+                    [
+                        LoadedModel(model, memory.get(model, 0), instance.load_counts[model])
+                        for model in instance.loaded_models()
+                    ],
+                    instance.loads,
+                    instance.evictions,
+                    instance.downloads,
+                    instance.restarts,
+                )
+            )
         memory = endpoint.model_memory()
+        counts = endpoint.load_counts
         loaded = [
-            LoadedModel(model, memory.get(model, 0), endpoint.load_counts[model])
-            for model in endpoint.loaded_models()
+            LoadedModel(model, memory.get(model, 0), counts[model])
+            for model in dict.fromkeys(m.target_model for i in instances for m in i.loaded)
         ]
         error = None
         try:
@@ -97,6 +136,7 @@ def stack_status(runtime: InvocationRuntime) -> list[EndpointStatus]:
                 downloads=endpoint.downloads,
                 restarts=endpoint.restarts,
                 s3_error=error,
+                instances=instances,
             )
         )
     return found
@@ -108,9 +148,22 @@ def status_from_json(document: Any) -> list[EndpointStatus]:
     Raises:
         ValueError: not such a document.
     """
+
+    def loaded(entry: Any) -> list[LoadedModel]:
+        return [LoadedModel(**model) for model in entry.get("loaded", [])]
+
     try:
         return [
-            EndpointStatus(**{**entry, "loaded": [LoadedModel(**model) for model in entry.get("loaded", [])]})
+            EndpointStatus(
+                **{
+                    **entry,
+                    "loaded": loaded(entry),
+                    "instances": [
+                        InstanceStatus(**{**instance, "loaded": loaded(instance)})
+                        for instance in entry.get("instances", [])
+                    ],
+                }
+            )
             for entry in document["endpoints"]
         ]
     except (KeyError, TypeError) as exc:

@@ -74,17 +74,23 @@ def control_request(
     *,
     drain_timeout: float,
 ) -> Answer:
-    """A load or unload: a fresh connection, whose worker is reserved until the answer came (the requests
-    running on it are answered first, for at most ``drain_timeout`` seconds).
+    """A load or unload: a fresh connection, on a worker no other load or unload holds, reserved until the
+    answer came (the requests running on it are answered first, for at most ``drain_timeout`` seconds).
 
     Raises:
         OSError, http.client.HTTPException: the server could not be reached or broke the connection.
     """
-    sock, worker = front.connect(timeout=timeout)
+    for attempt in range(_FRESH_TRIES):
+        sock, worker = front.connect(timeout=timeout)
+        reserved = front.reserve(worker)
+        if reserved or attempt == _FRESH_TRIES - 1:
+            break  # the last try shares the worker: it waits behind the other control call there
+        sock.close()
+        front.wait_settled(0.05 * (attempt + 1))  # then a new connection keeps off that call's worker
     conn = ConnectorHTTPConnection(front.connector, front.port, timeout=timeout)
     conn.sock = sock
     try:
-        with front.occupied(worker, drain_timeout=drain_timeout) as sent:
+        with front.occupied(worker, drain_timeout=drain_timeout, reserved=reserved) as sent:
             conn.request(method, path, body=body or None, headers=dict(headers))
             sent()
             response = conn.getresponse()

@@ -17,7 +17,9 @@ as ``ss`` does) and the worker's ``epoll`` instance that lists that socket
 (``/proc/<pid>/fdinfo/<epoll fd>``); a control call takes a fresh
 connection, reserves its worker, lets the invocations running there finish, and only then sends its
 request; invocations use connections on other workers meanwhile (a connection opened while a worker runs
-a callback never lands on it). Where the kernel does not show them, nothing is reserved.
+a callback never lands on it). Control calls keep off each other's workers too: on an idle server two
+fresh connections land on the same worker, where a second load would wait for the whole first one.
+Where the kernel does not show them, nothing is reserved.
 """
 
 from __future__ import annotations
@@ -168,17 +170,35 @@ class FrontEnd:
 
     # -- control calls -------------------------------------------------------------------------------
 
+    def reserve(self, worker: int | None) -> bool:
+        """Reserve ``worker`` for one control call, unless another control call holds it already (or no
+        worker has taken the connection up): ``False`` then, and nothing is reserved. Two control calls on
+        one worker run one after the other (each runs synchronously on its worker), so the caller opens
+        another connection once the other call's request is written (:meth:`wait_settled`). Pass
+        ``reserved=True`` to :meth:`occupied` after it."""
+        if worker is None:
+            return True
+        with self._changed:
+            if worker == UNKNOWN_WORKER or self._reserved[worker]:
+                return False
+            self._reserved[worker] += 1
+            self._settling += 1
+            return True
+
     @contextlib.contextmanager
-    def occupied(self, worker: int | None, *, drain_timeout: float) -> Iterator[Callable[[], None]]:
-        """Reserve ``worker`` for a control call: no new request goes to it, and the block starts once the
-        requests running there are answered (at most ``drain_timeout`` seconds). The block gets a function
-        to call right after the control request is written."""
+    def occupied(
+        self, worker: int | None, *, drain_timeout: float, reserved: bool = False
+    ) -> Iterator[Callable[[], None]]:
+        """Reserve ``worker`` for a control call (``reserved``: :meth:`reserve` did): no new request goes to
+        it, and the block starts once the requests running there are answered (at most ``drain_timeout``
+        seconds). The block gets a function to call right after the control request is written."""
         if worker is None or worker == UNKNOWN_WORKER:
             yield lambda: None
             return
         with self._changed:
-            self._reserved[worker] += 1
-            self._settling += 1
+            if not reserved:
+                self._reserved[worker] += 1
+                self._settling += 1
             self._changed.wait_for(lambda: self._in_flight[worker] <= 0, timeout=drain_timeout)
         settled = False
 
