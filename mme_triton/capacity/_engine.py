@@ -7,10 +7,8 @@ queued request up to ``max_batch_size`` when it is free (Triton's dynamic batche
 
 **Processors.** The executions running on an instance share its processors (vCPUs, or GPUs on a GPU
 type): each execution uses at most one, and ``n`` executions on ``P`` processors each run at
-``min(1, P / n)`` of full speed (processor sharing, as an operating system's scheduler shares cores among
-runnable processes). It is kept as a virtual clock per instance: the clock runs at the per-execution
-speed, an execution started at clock ``v`` with ``w`` seconds of work ends when the clock reaches
-``v + w``, so the executions end in the order of those tags, and only the next one is on the heap.
+``min(1, P / n)`` of full speed (:class:`~mme_triton.capacity._sharing.SharedProcessors`); only the next
+end of an instance's executions is on the heap.
 
 A model is *in use* on an instance while a request for it is queued or executing there, and for
 :data:`~mme_triton._multimodel.IDLE_AFTER_S` after the last one ended; only models not in use are
@@ -32,6 +30,7 @@ from itertools import count
 from mme_triton._multimodel import IDLE_AFTER_S, SPILL
 from mme_triton._multimodel import place as place_on
 from mme_triton._multimodel import route as route_to
+from mme_triton.capacity._sharing import SharedProcessors
 
 __all__ = ["ERROR_NAMES", "EngineResult", "ModelTable", "run"]
 
@@ -39,7 +38,6 @@ ABSENT, PENDING, LOADING, LOADED, DOWNLOADING = 0, 1, 2, 3, 4
 OK, NOT_READY, TIMED_OUT, TOO_LARGE = 0, 1, 2, 3
 ERROR_NAMES = {NOT_READY: "not_ready", TIMED_OUT: "timed_out", TOO_LARGE: "too_large"}
 _LOAD_DONE, _UNLOAD_DONE, _EXEC_DONE, _LOAD_FAILED, _DOWNLOAD_DONE, _RETRY = 0, 1, 2, 3, 4, 5
-_EPSILON = 1e-9
 
 
 @dataclass(frozen=True)
@@ -78,8 +76,7 @@ class EngineResult:
 class _Instance:
     __slots__ = (
         "after_unload",
-        "clock",
-        "clock_at",
+        "cpu",
         "disk",
         "ended",
         "holding",
@@ -97,18 +94,14 @@ class _Instance:
         "reserved",
         "reserved_bytes",
         "retry_at",
-        "running",
         "state",
-        "tags",
         "unloading",
         "unloading_bytes",
         "used",
-        "version",
         "waiters",
-        "work",
     )
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, processors: float) -> None:
         self.index = index
         self.state: dict[int, int] = {}
         self.queue: dict[int, deque[int]] = {}  # model -> requests waiting for a free model instance
@@ -132,13 +125,7 @@ class _Instance:
         self.peak = 0
         self.holding = 0
         self.peak_models = 0
-        self.work = 0.0
-        # processor sharing: the virtual clock, when it was last moved, executions running and their tags
-        self.clock = 0.0
-        self.clock_at = 0.0
-        self.running = 0
-        self.tags: list[tuple[float, int, int, list[int]]] = []  # (end tag, seq, model, requests)
-        self.version = 0
+        self.cpu = SharedProcessors(processors)  # its executions: (model, requests) each
 
 
 def run(
@@ -165,56 +152,42 @@ def run(
     svc, servers, max_batch, item = models.service, models.servers, models.max_batch, models.batch_item
     out = EngineResult([0.0] * n, [0.0] * n, bytearray(n), bytearray(n), bytearray(n))
     latency, load_wait, error = out.latency, out.load_wait, out.error
-    insts = [_Instance(i) for i in range(instances)]
+    insts = [_Instance(i, processors) for i in range(instances)]
     holders: dict[int, list[int]] = {}
     heap: list[tuple[float, int, int, int, int]] = []
     seq = count()
     rnd = random.Random(seed).random
     push = heapq.heappush
-    procs = float(processors)
 
     # -- executions on shared processors -------------------------------------------------------------
 
-    def advance(inst: _Instance, t: float) -> None:
-        if inst.running:
-            inst.clock += (t - inst.clock_at) * min(1.0, procs / inst.running)
-        inst.clock_at = t
-
     def reschedule(inst: _Instance, t: float) -> None:
-        inst.version += 1
-        if inst.tags:
-            speed = min(1.0, procs / inst.running)
-            end = t + max(0.0, inst.tags[0][0] - inst.clock) / speed
-            push(heap, (end, next(seq), _EXEC_DONE, inst.index, inst.version))
+        end = inst.cpu.next_end(t)
+        if end is not None:
+            push(heap, (end, next(seq), _EXEC_DONE, inst.index, inst.cpu.version))
 
-    def start(inst: _Instance, m: int, t: float) -> None:
+    def start(inst: _Instance, m: int) -> None:
         """Start executions of ``m`` while a model instance is idle and requests wait (caller reschedules)."""
         queue = inst.queue[m]
         while queue and inst.idle[m] > 0:
             size = min(len(queue), max_batch[m])
             members = [queue.popleft() for _ in range(size)]
-            work = svc[m] + (size - 1) * item[m]
             inst.idle[m] -= 1
-            inst.work += work
-            inst.running += 1
-            heapq.heappush(inst.tags, (inst.clock + work, next(seq), m, members))
+            inst.cpu.start(svc[m] + (size - 1) * item[m], (m, members))
 
     def serve(inst: _Instance, m: int, requests: list[int], t: float) -> None:
         """Queue ``requests`` for the loaded model ``m`` and start what can start."""
         inst.queue[m].extend(requests)
         inst.inuse[m] += len(requests)
         if inst.idle[m] > 0:
-            advance(inst, t)
-            start(inst, m, t)
+            inst.cpu.advance(t)
+            start(inst, m)
             reschedule(inst, t)
 
     def finish(inst: _Instance, t: float) -> None:
-        advance(inst, t)
-        tags = inst.tags
+        inst.cpu.advance(t)
         freed = False
-        while tags and tags[0][0] <= inst.clock + _EPSILON * max(1.0, inst.clock):
-            _, _, m, members = heapq.heappop(tags)
-            inst.running -= 1
+        for m, members in list(inst.cpu.ended()):
             inst.idle[m] += 1
             for r in members:
                 took = t - times[r]
@@ -225,12 +198,15 @@ def run(
                     latency[r] = took
             inst.inuse[m] -= len(members)
             inst.ended[m] = t
-            start(inst, m, t)
+            start(inst, m)
             if inst.inuse[m] == 0:
                 freed = True
         reschedule(inst, t)
-        if freed and inst.pending:
-            schedule_retry(inst, t)  # a model becomes unused soon: a waiting load may evict it then
+        if freed and inst.pending:  # a model becomes unused soon: a waiting load may evict it then
+            soon = t + IDLE_AFTER_S
+            if inst.retry_at is None or soon < inst.retry_at:
+                inst.retry_at = soon
+                push(heap, (soon, next(seq), _RETRY, inst.index, -1))
 
     # -- memory: loads, unloads ----------------------------------------------------------------------
 
@@ -365,7 +341,7 @@ def run(
     def handle(t: float, kind: int, i: int, m: int) -> None:
         inst = insts[i]
         if kind == _EXEC_DONE:
-            if m == inst.version:
+            if m == inst.cpu.version:
                 finish(inst, t)
             return
         if kind == _LOAD_DONE:
@@ -426,7 +402,7 @@ def run(
             ahead = inst.inuse[m] - servers[m] + 1
             if ahead <= 0:
                 return 0.0
-            slowdown = max(1.0, inst.running / procs)
+            slowdown = max(1.0, inst.cpu.running / processors)
             return ahead / servers[m] * svc[m] * slowdown
         if state in (LOADING, DOWNLOADING):
             return inst.load_end[m] - t
@@ -476,5 +452,5 @@ def run(
                 latency[r] = load_wait[r] = timeout
     out.peak_bytes = [inst.peak for inst in insts]
     out.peak_models = [inst.peak_models for inst in insts]
-    out.busy_s = [inst.work for inst in insts]
+    out.busy_s = [inst.cpu.work for inst in insts]
     return out
