@@ -35,8 +35,13 @@ from mme_triton.capacity._sharing import SharedProcessors
 __all__ = ["ERROR_NAMES", "EngineResult", "ModelTable", "run"]
 
 ABSENT, PENDING, LOADING, LOADED, DOWNLOADING = 0, 1, 2, 3, 4
-OK, NOT_READY, TIMED_OUT, TOO_LARGE = 0, 1, 2, 3
-ERROR_NAMES = {NOT_READY: "not_ready", TIMED_OUT: "timed_out", TOO_LARGE: "too_large"}
+OK, NOT_READY, TIMED_OUT, TOO_LARGE, NO_CAPACITY = 0, 1, 2, 3, 4
+ERROR_NAMES = {
+    NOT_READY: "not_ready",
+    TIMED_OUT: "timed_out",
+    TOO_LARGE: "too_large",
+    NO_CAPACITY: "no_capacity",
+}
 _LOAD_DONE, _UNLOAD_DONE, _EXEC_DONE, _LOAD_FAILED, _DOWNLOAD_DONE, _RETRY = 0, 1, 2, 3, 4, 5
 
 

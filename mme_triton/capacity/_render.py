@@ -40,10 +40,18 @@ def _money(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
+def _plan_name(row: PlanRow) -> str:
+    """``2 x ml.c5.xlarge``; as inference components ``2 x ml.c5.xlarge, ICs (14 copies)``."""
+    name = f"{row.instance_count} x {row.instance_type}"
+    if row.hosting == "inference-components":
+        name += f", ICs ({row.copies} copies)"
+    return name
+
+
 def _cells(row: PlanRow, best: PlanRow | None) -> list[str]:
     mark = " *" if row is best else ""
     return [
-        f"{row.instance_count} x {row.instance_type}{mark}",
+        f"{_plan_name(row)}{mark}",
         f"{row.hit_ratio:.3f}",
         f"{row.loads_per_min:.1f}",
         f"{row.unloads_per_min:.1f}",
@@ -81,7 +89,10 @@ def _verdict(plan: CapacityPlan) -> str:
             {row.instance_type for row in plan.rows if row.meets_targets and row.cost_per_hour is None}
         )
         why = f"the smallest plan that meets the targets (no price for {', '.join(unpriced)})"
-    return f"best: {best.instance_count} x {best.instance_type} (marked *), {why}"
+    hosted = " as inference components" if best.hosting == "inference-components" else ""
+    if len({row.hosting for row in plan.rows}) > 1 and not hosted:
+        hosted = " as a multi-model endpoint"
+    return f"best: {best.instance_count} x {best.instance_type}{hosted} (marked *), {why}"
 
 
 def text_table(plan: CapacityPlan) -> str:
@@ -156,7 +167,8 @@ def _panels(plan: CapacityPlan) -> list[_Panel]:
             _number(plan.targets.get("p99_s")), log=True,
         ),
         _Panel(
-            "Processors busy (the busiest instance)", "work / capacity (above 1: queues without end)",
+            "Processors busy (busiest instance; ICs: busiest copy)",
+            "work / capacity (above 1: queues without end)",
             lambda row: row.processor_utilization, 1.0,
         ),
         _Panel("\n".join(textwrap.wrap(cost_title, 40)), "$ per hour", lambda row: row.cost_per_hour,
@@ -186,8 +198,15 @@ def plot(plan: CapacityPlan) -> Figure:
     panels = _panels(plan)
     figure = Figure(figsize=(4.2 * len(panels) + 2.2, 4.2), layout="constrained")
     axes_row = figure.subplots(1, len(panels), squeeze=False)[0]
-    kinds = list(dict.fromkeys(row.instance_type for row in plan.rows))
-    rows = {kind: [row for row in plan.rows if row.instance_type == kind] for kind in kinds}
+    several = len({row.hosting for row in plan.rows}) > 1
+
+    def key(row: PlanRow) -> str:
+        if not several:
+            return row.instance_type
+        return f"{row.instance_type} ({'ICs' if row.hosting == 'inference-components' else 'MME'})"
+
+    kinds = list(dict.fromkeys(key(row) for row in plan.rows))
+    rows = {kind: [row for row in plan.rows if key(row) == kind] for kind in kinds}
     labels = _kind_labels(rows)
     best = plan.best
     counts = sorted({row.instance_count for row in plan.rows})

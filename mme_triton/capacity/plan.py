@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from mme_triton._units import parse_duration
 from mme_triton.capacity._notes import compulsory_notes
+from mme_triton.capacity._rows import _COLUMNS, _INTS, PlanRow, _row
 from mme_triton.capacity.profile import ModelProfile, expand
-from mme_triton.capacity.simulate import SimulationResult, simulate
+from mme_triton.capacity.simulate import DEFAULT_COPY_UTILIZATION, HOSTINGS, simulate
 from mme_triton.capacity.traffic import Traffic
 from mme_triton.endpoint.instance_specs import InstanceType
 from mme_triton.endpoint.instance_specs import instance_type as as_instance_type
@@ -38,121 +39,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_INSTANCE_TYPES = ("ml.c5.xlarge", "ml.m5.xlarge", "ml.g4dn.xlarge", "ml.g5.xlarge", "ml.g5.2xlarge")
 """The types :func:`plan_capacity` compares when given none: common multi-model endpoint types with a
 price in the table."""
-
-
-@dataclass(frozen=True)
-class PlanRow:
-    """The predicted figures of one plan: ``instance_count`` instances of ``instance_type``.
-
-    Times are in seconds, memory in bytes, costs in USD (``None`` without a price). ``meets_targets`` is
-    False with the reasons in ``reason`` (empty when it meets them). ``memory_headroom_bytes`` is what the
-    fullest instance never used of its memory for models; ``busy_executions`` the mean number of
-    executions running at once per instance, at full speed; ``processors`` what they share on each
-    instance (its vCPUs, or its GPUs on a GPU type) and ``processor_utilization`` the busiest instance's
-    work over what its processors can do (above 1.0 the plan fails: its executions queue without end).
-    """
-
-    instance_type: str
-    instance_count: int
-    requests: int
-    hit_ratio: float
-    misses: int
-    loads: int
-    unloads: int
-    loads_per_min: float
-    unloads_per_min: float
-    load_wait_mean_s: float
-    load_wait_p99_s: float
-    load_wait_max_s: float
-    p50_s: float
-    p99_s: float
-    errors: int
-    memory_budget_bytes: int
-    memory_headroom_bytes: int
-    loaded_models_max: int
-    busy_executions: float
-    processors: int
-    processor_utilization: float
-    cost_per_hour: float | None
-    cost_per_million: float | None
-    meets_targets: bool
-    reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """The row as JSON values."""
-        return dataclasses.asdict(self)
-
-
-_COLUMNS = [f.name for f in dataclasses.fields(PlanRow)]
-_INTS = {"instance_count", "requests", "misses", "loads", "unloads", "errors", "memory_budget_bytes"}
-_INTS |= {"memory_headroom_bytes", "loaded_models_max", "processors"}
-
-
-def _row(result: SimulationResult, targets: dict[str, float | None]) -> PlanRow:
-    kind = result.instance_type
-    minutes = result.duration_s / 60.0
-    waits = result.load_wait_stats()
-    cost = None if kind.price_per_hour is None else kind.price_per_hour * result.instance_count
-    per_million = None
-    if cost is not None and result.requests:
-        per_million = cost * result.duration_s / 3600.0 / result.requests * 1e6
-    row = PlanRow(
-        instance_type=kind.name,
-        instance_count=result.instance_count,
-        requests=result.requests,
-        hit_ratio=result.hit_ratio,
-        misses=result.misses,
-        loads=result.loads,
-        unloads=result.unloads,
-        loads_per_min=result.loads / minutes,
-        unloads_per_min=result.unloads / minutes,
-        load_wait_mean_s=waits["mean"],
-        load_wait_p99_s=waits["p99"],
-        load_wait_max_s=waits["max"],
-        p50_s=result.latency_percentile(50),
-        p99_s=result.latency_percentile(99),
-        errors=result.failed,
-        memory_budget_bytes=kind.memory_budget_bytes,
-        memory_headroom_bytes=kind.memory_budget_bytes - max(result.peak_bytes, default=0),
-        loaded_models_max=max(result.peak_models, default=0),
-        busy_executions=sum(result.busy_s) / result.duration_s / result.instance_count,
-        processors=result.processors,
-        processor_utilization=result.processor_utilization,
-        cost_per_hour=cost,
-        cost_per_million=per_million,
-        meets_targets=True,
-        reason="",
-    )
-    reasons = _failures(row, result, targets)
-    return dataclasses.replace(row, meets_targets=not reasons, reason="; ".join(reasons))
-
-
-def _failures(row: PlanRow, result: SimulationResult, targets: dict[str, float | None]) -> list[str]:
-    reasons = []
-    if row.processor_utilization > 1.0:
-        what = "GPUs" if result.instance_type.is_gpu else "vCPUs"
-        reasons.append(
-            f"processors {row.processor_utilization:.0%} busy: the executions need "
-            f"{row.processor_utilization * row.processors:.1f} of the {row.processors} {what} of an instance"
-        )
-    if result.failed:
-        causes = ", ".join(f"{name} {count}" for name, count in result.errors.items() if count)
-        reasons.append(f"{result.failed} requests failed ({causes})")
-    min_hit_ratio, p99, max_cost = targets["min_hit_ratio"], targets["p99_s"], targets["max_cost"]
-    if min_hit_ratio is not None and row.hit_ratio < min_hit_ratio:
-        reasons.append(f"hit ratio {row.hit_ratio:.3f} < {min_hit_ratio:g}")
-    if p99 is not None and row.p99_s > p99:
-        reasons.append(f"p99 {_seconds(row.p99_s)} > {_seconds(p99)}")
-    if max_cost is not None:
-        if row.cost_per_hour is None:
-            reasons.append(f"no price for {row.instance_type} to compare with max_cost")
-        elif row.cost_per_hour > max_cost:
-            reasons.append(f"${row.cost_per_hour:.2f}/h > ${max_cost:.2f}/h")
-    return reasons
-
-
-def _seconds(value: float) -> str:
-    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
 
 
 @dataclass(frozen=True, eq=False)
@@ -289,7 +175,7 @@ class CapacityPlan:
             for record in csv.DictReader(source):
                 values: dict[str, Any] = {}
                 for key, text in record.items():
-                    if key in ("instance_type", "reason"):
+                    if key in ("instance_type", "reason", "hosting"):
                         values[key] = text
                     elif key == "meets_targets":
                         values[key] = text == "True"
@@ -363,6 +249,16 @@ def _targets(
     }
 
 
+def _hostings(hosting: str | Iterable[str]) -> list[str]:
+    chosen = [hosting] if isinstance(hosting, str) else list(dict.fromkeys(hosting))
+    if not chosen:
+        raise ValueError("hosting is empty")
+    for way in chosen:
+        if way not in HOSTINGS:
+            raise ValueError(f"hosting is one or more of {', '.join(HOSTINGS)}, got {way!r}")
+    return chosen
+
+
 def _counts(instance_counts: Iterable[int]) -> list[int]:
     if isinstance(instance_counts, int):
         instance_counts = [instance_counts]
@@ -402,8 +298,11 @@ def plan_capacity(
     max_cost: float | None = None,
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
+    hosting: str | Iterable[str] = "mme",
+    routing: str = "LEAST_OUTSTANDING_REQUESTS",
+    copy_utilization: float = DEFAULT_COPY_UTILIZATION,
 ) -> CapacityPlan:
-    """Simulate ``traffic`` on every instance type × count and compare the plans.
+    """Simulate ``traffic`` on every hosting × instance type × count and compare the plans.
 
     Parameters:
         models: the model profiles (every TargetModel of the traffic needs one).
@@ -416,6 +315,13 @@ def plan_capacity(
         max_cost: the highest cost, USD per hour for the whole endpoint.
         seed: drives routing's random choices; the same arguments give the same plan.
         progress: called as ``progress(done, total)`` after each plan is simulated.
+        hosting: ``"mme"`` (a multi-model endpoint), ``"inference-components"`` (one component per model,
+            copies reserving memory and cores), or both (``("mme", "inference-components")``): the rows of
+            each side by side, and the cheapest that meets the targets among them all.
+        routing: inference components: how an endpoint routes among a model's copies
+            (``LEAST_OUTSTANDING_REQUESTS`` or ``RANDOM``, its ``RoutingConfig``).
+        copy_utilization: inference components: how busy each copy's reserved processors may be when the
+            planner decides the copy counts.
 
     Raises:
         ValueError: a target out of range, an unknown instance type, an empty or out-of-range list of
@@ -437,20 +343,25 @@ def plan_capacity(
     targets = _targets(min_hit_ratio, p99, max_cost)
     counts = _counts(instance_counts)
     kinds = _types(instance_types)
+    hostings = _hostings(hosting)
     profiles = [models] if isinstance(models, ModelProfile) else list(models)
     expand(profiles)
     rows = []
-    total = len(kinds) * len(counts)
-    for kind in kinds:
-        for count in counts:
-            result = simulate(profiles, traffic, kind, count, seed=seed)
-            rows.append(_row(result, targets))
-            if progress is not None:
-                progress(len(rows), total)
-            logger.info(
-                "%d x %s: hit ratio %.3f, p99 %.3f s (%.2f s to simulate)",
-                count, kind.name, result.hit_ratio, rows[-1].p99_s, result.elapsed_s,
-            )  # fmt: skip
+    total = len(hostings) * len(kinds) * len(counts)
+    for way in hostings:
+        for kind in kinds:
+            for count in counts:
+                result = simulate(
+                    profiles, traffic, kind, count, seed=seed, hosting=way, routing=routing,
+                    copy_utilization=copy_utilization,
+                )  # fmt: skip
+                rows.append(_row(result, targets))
+                if progress is not None:
+                    progress(len(rows), total)
+                logger.info(
+                    "%s, %d x %s: hit ratio %.3f, p99 %.3f s (%.2f s to simulate)",
+                    way, count, kind.name, result.hit_ratio, rows[-1].p99_s, result.elapsed_s,
+                )  # fmt: skip
     described = {
         "description": traffic.description,
         "requests": len(traffic),

@@ -37,7 +37,14 @@ from mme_triton._units import parse_duration, parse_size
 if TYPE_CHECKING:
     from mme_triton.profile.report import CandidateResult, ProfileReport
 
-__all__ = ["MAX_COPIES", "MAX_PROFILE_FILE_BYTES", "ModelProfile", "copy_name", "expand"]
+__all__ = [
+    "COMPONENT_OVERHEAD_BYTES",
+    "MAX_COPIES",
+    "MAX_PROFILE_FILE_BYTES",
+    "ModelProfile",
+    "copy_name",
+    "expand",
+]
 
 MAX_COPIES = 100_000
 """Copies one profile may stand for (and models a plan may hold): the names are kept in memory."""
@@ -55,8 +62,14 @@ _FIELDS = (
     "unload_s",
     "max_batch_size",
     "batch_item_s",
+    "component_memory_bytes",
+    "component_cpus",
+    "component_accelerators",
 )
 _SUFFIX = ".tar.gz"
+COMPONENT_OVERHEAD_BYTES = 256 * 2**20
+"""What an inference component copy reserves beyond its model by default: its own container (Triton, the
+serve script, a python backend stub); an assumption — give ``component_memory_bytes`` when you know it."""
 
 
 def copy_name(name: str, index: int, copies: int) -> str:
@@ -108,6 +121,12 @@ class ModelProfile:
         unload_s: seconds an unload takes; the memory is held until it ends.
         max_batch_size: requests one execution may take (Triton's dynamic batching); 1: none.
         batch_item_s: seconds each request beyond the first adds to an execution.
+        component_memory_bytes: hosted as an inference component, the memory each copy reserves
+            (``MinMemoryRequiredInMb``); ``None``: ``memory_bytes`` and :data:`COMPONENT_OVERHEAD_BYTES`.
+        component_cpus: hosted as an inference component, the CPU cores each copy reserves
+            (``NumberOfCpuCoresRequired``, at least 0.25); its executions share them.
+        component_accelerators: on a GPU instance type, the GPUs each copy reserves
+            (``NumberOfAcceleratorDevicesRequired``); its executions share them.
 
     Raises:
         ValueError: an empty name, a size or time below 0, a count below 1, more than
@@ -131,6 +150,9 @@ class ModelProfile:
     unload_s: float = 0.0
     max_batch_size: int = 1
     batch_item_s: float = 0.0
+    component_memory_bytes: int | None = None
+    component_cpus: float = 1.0
+    component_accelerators: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -147,6 +169,28 @@ class ModelProfile:
         _number(self.unload_s, f"{self.name}: unload_s")
         _count(self.max_batch_size, f"{self.name}: max_batch_size")
         _number(self.batch_item_s, f"{self.name}: batch_item_s")
+        reserved = self.component_memory_bytes
+        if reserved is not None and (
+            isinstance(reserved, bool) or not isinstance(reserved, int) or reserved < 128 * 2**20
+        ):
+            raise ValueError(
+                f"{self.name}: component_memory_bytes is at least 128 MiB (MinMemoryRequiredInMb >= 128), "
+                f"got {reserved!r}"
+            )
+        if _number(self.component_cpus, f"{self.name}: component_cpus") < 0.25:
+            raise ValueError(
+                f"{self.name}: component_cpus is at least 0.25 (NumberOfCpuCoresRequired), got "
+                f"{self.component_cpus}"
+            )
+        _count(self.component_accelerators, f"{self.name}: component_accelerators")
+
+    @property
+    def component_memory(self) -> int:
+        """What each inference component copy of the model reserves: ``component_memory_bytes``, else the
+        model's memory and its container's (:data:`COMPONENT_OVERHEAD_BYTES`)."""
+        if self.component_memory_bytes is not None:
+            return self.component_memory_bytes
+        return self.memory_bytes + COMPONENT_OVERHEAD_BYTES
 
     @property
     def reload_time_s(self) -> float:
@@ -270,9 +314,11 @@ class ModelProfile:
         name = str(values.pop("name"))
         fields: dict[str, Any] = {}
         for key, value in values.items():
-            if key == "memory_bytes":
+            if key in ("memory_bytes", "component_memory_bytes"):
                 fields[key] = parse_size(value, f"{name}: {key}")
-            elif key in ("copies", "instances", "max_batch_size"):
+            elif key == "component_cpus":
+                fields[key] = _float(value, f"{name}: {key}")
+            elif key in ("copies", "instances", "max_batch_size", "component_accelerators"):
                 fields[key] = _integer(value, f"{name}: {key}")
             else:
                 fields[key] = parse_duration(value, f"{name}: {key}")
@@ -333,6 +379,13 @@ def _candidate(report: ProfileReport, candidate: str | CandidateResult | None) -
     if isinstance(candidate, str):
         return report.result(candidate)
     return candidate
+
+
+def _float(value: Any, what: str) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a number, got {value!r}") from None
 
 
 def _integer(value: Any, what: str) -> int:

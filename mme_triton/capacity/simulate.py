@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from mme_triton._sagemaker import INVOCATION_TIMEOUT_SECONDS, MODEL_LOAD_TIMEOUT_SECONDS
 from mme_triton._stats import percentile
-from mme_triton.capacity._engine import ERROR_NAMES, TOO_LARGE, ModelTable, run
+from mme_triton.capacity._engine import ERROR_NAMES, NO_CAPACITY, TOO_LARGE, ModelTable, run
 from mme_triton.capacity.profile import ModelProfile, expand
 from mme_triton.capacity.traffic import Traffic
 from mme_triton.endpoint.instance_specs import InstanceType
@@ -29,6 +29,12 @@ if TYPE_CHECKING:
 __all__ = ["SimulationResult", "simulate"]
 
 logger = logging.getLogger(__name__)
+
+HOSTINGS = ("mme", "inference-components")
+"""How the models are hosted: a multi-model endpoint, or one inference component each."""
+DEFAULT_COPY_UTILIZATION = 0.7
+"""Inference components: how busy the planner keeps each copy's reserved processors when it decides the
+copy counts (what a target-tracking policy on InvocationsPerCopy would hold)."""
 
 MAX_INSTANCES = 255
 """The most instances one simulation takes (an endpoint variant's instance count is far below)."""
@@ -58,6 +64,12 @@ class SimulationResult:
         busy_s: per instance, seconds of work its executions brought (at full speed, summed over model
             instances).
         elapsed_s: seconds the simulation itself took.
+        hosting: ``"mme"`` (a multi-model endpoint) or ``"inference-components"``.
+        copies: hosted as inference components, each profile's copies by TargetModel (else ``None``).
+        copy_busy: hosted as inference components, the busiest copy's work over its reserved processors'
+            capacity in the traffic's duration.
+        placement_failure: hosted as inference components, why some copies fit no instance (else
+            ``None``).
     """
 
     instance_type: InstanceType
@@ -76,6 +88,10 @@ class SimulationResult:
     peak_models: tuple[int, ...]
     busy_s: tuple[float, ...]
     elapsed_s: float
+    hosting: str = "mme"
+    copies: dict[str, int] | None = field(default=None, repr=False)
+    copy_busy: float | None = None
+    placement_failure: str | None = None
 
     @property
     def processors(self) -> int:
@@ -84,8 +100,11 @@ class SimulationResult:
 
     @property
     def processor_utilization(self) -> float:
-        """The busiest instance's work over what its processors can do in the traffic's duration: above
-        1.0 the executions need more than the instance has, and queue without end."""
+        """The busiest instance's work over what its processors can do in the traffic's duration (hosted as
+        inference components: the busiest copy's, over its reserved processors): above 1.0 the executions
+        need more than there is, and queue without end."""
+        if self.copy_busy is not None:
+            return self.copy_busy
         if self.duration_s <= 0:
             return 0.0
         return max(self.busy_s, default=0.0) / (self.processors * self.duration_s)
@@ -114,7 +133,8 @@ class SimulationResult:
     def errors(self) -> dict[str, int]:
         """Requests that failed, by cause: ``not_ready`` (``ModelNotReadyException``: the load took over
         60 s, or never started), ``timed_out`` (answered after 60 s), ``too_large`` (the model is larger
-        than an instance's memory for models)."""
+        than an instance's memory for models), ``no_capacity`` (inference components: no copy of the model
+        could be placed)."""
         import numpy as np
 
         counts = np.bincount(self.error, minlength=len(ERROR_NAMES) + 1)
@@ -203,10 +223,17 @@ def simulate(
     instance_count: int = 1,
     *,
     seed: int = 0,
+    hosting: str = "mme",
+    routing: str = "LEAST_OUTSTANDING_REQUESTS",
+    copy_utilization: float = DEFAULT_COPY_UTILIZATION,
 ) -> SimulationResult:
     """Serve ``traffic`` with ``instance_count`` instances of ``instance_type`` and say what happens.
 
-    The same arguments give the same result (``seed`` drives the few random choices of routing).
+    ``hosting="mme"``: a multi-model endpoint (docs/capacity.md, "The model of an instance").
+    ``hosting="inference-components"``: each profile's models as inference components, as many copies as
+    keep each at most ``copy_utilization`` busy, placed on the instances, requests routed among a model's
+    copies as ``routing`` says (:mod:`mme_triton.capacity._components`). The same arguments give the same
+    result (``seed`` drives the few random choices of routing).
 
     Raises:
         ValueError: the traffic names a model no profile names, an unknown instance type, an instance
@@ -229,7 +256,12 @@ def simulate(
         raise ValueError(f"instance_count must be an integer >= 1, got {instance_count!r}")
     if instance_count > MAX_INSTANCES:
         raise ValueError(f"instance_count is at most {MAX_INSTANCES}, got {instance_count}")
-    table = _table(_profiles(models), traffic.names)
+    if hosting not in HOSTINGS:
+        raise ValueError(f"hosting is one of {', '.join(HOSTINGS)}, got {hosting!r}")
+    by_name = _profiles(models)
+    table = _table(by_name, traffic.names)
+    if hosting == "inference-components":
+        return _components_result(by_name, traffic, kind, instance_count, seed, routing, copy_utilization)
     started = time.perf_counter()
     raw = run(
         traffic.times.tolist(),
@@ -265,4 +297,74 @@ def simulate(
         peak_models=tuple(raw.peak_models),
         busy_s=tuple(raw.busy_s),
         elapsed_s=elapsed,
+    )
+
+
+def _components_result(
+    by_name: dict[str, ModelProfile],
+    traffic: Traffic,
+    kind: InstanceType,
+    instance_count: int,
+    seed: int,
+    routing: str,
+    copy_utilization: float,
+) -> SimulationResult:
+    import numpy as np
+
+    from mme_triton.capacity import _components
+
+    if routing not in _components.ROUTING:
+        raise ValueError(f"routing is one of {', '.join(_components.ROUTING)}, got {routing!r}")
+    if not 0 < copy_utilization <= 1:
+        raise ValueError(f"copy_utilization is a fraction in (0, 1], got {copy_utilization!r}")
+    started = time.perf_counter()
+    profiles = [by_name[name] for name in traffic.names]
+    counts = np.bincount(traffic.targets, minlength=len(profiles))
+    duration = max(traffic.duration, 1e-9)
+    copies = [
+        _components.copies_for(profile, float(counts[m]) / duration, kind, copy_utilization)
+        for m, profile in enumerate(profiles)
+    ]
+    placement = _components.place(profiles, copies, kind, instance_count)
+    times, targets = traffic.times.tolist(), traffic.targets.tolist()
+    placed = [len(placement.instance_of[m]) for m in range(len(profiles))]
+    served = [r for r in range(len(times)) if placed[targets[r]]]
+    raw, work = _components.serve(
+        [times[r] for r in served], [targets[r] for r in served], profiles, placement, kind,
+        routing=routing, timeout=INVOCATION_TIMEOUT_SECONDS, seed=seed,
+    )  # fmt: skip
+    n = len(times)
+    latency = np.full(n, float(INVOCATION_TIMEOUT_SECONDS))
+    error = np.full(n, NO_CAPACITY, dtype=np.uint8)  # a model none of whose copies could be placed
+    instance = np.zeros(n, dtype=np.uint8)
+    chosen = np.asarray(served, dtype=np.int64)
+    latency[chosen] = raw.latency
+    error[chosen] = np.frombuffer(bytes(raw.error), dtype=np.uint8)
+    instance[chosen] = np.frombuffer(bytes(raw.instance), dtype=np.uint8)
+    reserved = [
+        _components.copy_processors(profiles[m], kind) for m in sorted(placement.instance_of) for _ in
+        placement.instance_of[m]
+    ]  # fmt: skip
+    busiest = max((w / (p * duration) for w, p in zip(work, reserved, strict=True)), default=0.0)
+    return SimulationResult(
+        instance_type=kind,
+        instance_count=instance_count,
+        duration_s=traffic.duration,
+        latency_s=latency,
+        load_wait_s=np.zeros(n),
+        hit=error != NO_CAPACITY,  # a request finds a copy of its model loaded, or no copy at all
+        error=error,
+        instance=instance,
+        loads=0,
+        downloads=0,
+        unloads=0,
+        failed_loads=0,
+        peak_bytes=tuple(raw.peak_bytes),
+        peak_models=tuple(raw.peak_models),
+        busy_s=tuple(raw.busy_s),
+        elapsed_s=time.perf_counter() - started,
+        hosting="inference-components",
+        copies={name: copies[m] for m, name in enumerate(traffic.names)},
+        copy_busy=busiest,
+        placement_failure=placement.failure,
     )

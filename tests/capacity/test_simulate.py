@@ -161,7 +161,7 @@ def test_simulate_download_holds_no_memory_the_load_after_it_does() -> None:
 def test_simulate_load_past_60_s_answers_model_not_ready_and_goes_on() -> None:
     model = _model(cold_start_s=70.0)
     result = simulate([model], Traffic.trace([(0.0, "m"), (100.0, "m")]), _instance(1))
-    assert result.errors == {"not_ready": 1, "timed_out": 0, "too_large": 0}
+    assert result.errors == {"not_ready": 1, "timed_out": 0, "too_large": 0, "no_capacity": 0}
     assert result.latency_s[0] == 60.0
     assert result.hit.tolist() == [False, True]
 
