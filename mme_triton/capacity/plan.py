@@ -113,6 +113,7 @@ class CapacityPlan:
             else {
                 "instance_type": best.instance_type,
                 "instance_count": best.instance_count,
+                "hosting": best.hosting,
                 "chosen_by": self.best_basis,
             },
             "rows": [row.to_dict() for row in self.rows],

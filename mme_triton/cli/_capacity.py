@@ -160,6 +160,8 @@ def _plan_capacity(args: argparse.Namespace) -> int:
         max_cost=args.max_cost,
         seed=args.seed,
         progress=_progress(args),
+        hosting=args.hosting,
+        routing=args.routing,
     )
     if args.csv is not None:
         plan.to_csv(args.csv)
@@ -227,6 +229,19 @@ def register(sub: SubParsers) -> None:
     )
     parser.add_argument(
         "--max-cost", type=_number, metavar="USD", help="highest cost per hour of the endpoint"
+    )
+    parser.add_argument(
+        "--hosting",
+        type=_csv_list,
+        default=["mme"],
+        metavar="WAYS",
+        help="mme, inference-components, or both comma-separated to compare them (default mme)",
+    )
+    parser.add_argument(
+        "--routing",
+        choices=("LEAST_OUTSTANDING_REQUESTS", "RANDOM"),
+        default="LEAST_OUTSTANDING_REQUESTS",
+        help="inference components: how requests are shared among a model's copies",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the traffic and of routing (default 0)")
     parser.add_argument("--csv", type=Path, metavar="FILE", help="also write every plan's figures as CSV")

@@ -145,3 +145,23 @@ def test_cli_plan_capacity_missing_files_and_bad_flags(
         )
         == 2
     )
+
+
+def test_cli_plan_capacity_compares_hostings(profile: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Six 6 GiB models: as inference components each copy reserves one of the GPU type's one GPU, so six
+    instances; a multi-model endpoint shares the GPUs of fewer."""
+    argv = ["plan-capacity", "--models", str(profile), "--copies", "6", "--traffic", "zipf:6,s=1.2,rate=2/s"]
+    argv += ["--duration", "5m", "--instance-types", "ml.g5.xlarge", "--instance-counts", "2,6"]
+    argv += ["--hosting", "mme,inference-components", "--json"]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    rows = {(row["hosting"], row["instance_count"]): row for row in data["rows"]}
+    assert not rows[("inference-components", 2)]["meets_targets"]
+    assert "component copies fit no instance" in rows[("inference-components", 2)]["reason"]
+    assert (
+        rows[("inference-components", 6)]["copies"] == 6
+        and rows[("inference-components", 6)]["meets_targets"]
+    )
+    assert data["best"] == {
+        "instance_type": "ml.g5.xlarge", "instance_count": 2, "hosting": "mme", "chosen_by": "cost"
+    }  # fmt: skip
