@@ -45,7 +45,7 @@ from botocore.validate import validate_parameters
 
 from mme_triton._sagemaker import error_code
 
-__all__ = ["Answer", "Wire", "WireRequest"]
+__all__ = ["Answer", "Wire", "WireRequest", "signed_host"]
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +91,8 @@ _KNOWN_HANDLERS = frozenset(
 
 
 @functools.lru_cache(maxsize=64)
-def _host(url: str) -> str:
+def signed_host(url: str) -> str:
+    """The ``Host`` botocore's signer signs for ``url`` (and so the one to send)."""
     host: str = auth._host_from_url(url)  # type: ignore[attr-defined]
     return host
 
@@ -104,23 +105,77 @@ class _HeadersToSign(dict[str, str]):
         return [self[name]]
 
 
-class _SigV4(SigV4Auth):
-    """botocore's SigV4 signer, its map of the headers to sign kept in a dict.
+# Bounded memos of what does not change between requests: a URL path's canonical form, a day's signing key.
+_MEMO_LIMIT = 256
+_SIGNED = "mme_triton.headers_to_sign"  # where one signing keeps its map of the headers to sign
 
-    ``SigV4Auth`` builds that map twice per request in an ``email.message``-based ``HTTPHeaders`` and parses
-    the URL for its host each time, which costs as much as the rest of the signature; the canonical
-    request, the string to sign, the key derivation and the HMACs are botocore's, unchanged.
+
+def _remember(memo: dict[Any, Any], key: Any, value: Any) -> Any:
+    if len(memo) >= _MEMO_LIMIT:
+        memo.clear()
+    memo[key] = value
+    return value
+
+
+class _SigV4(SigV4Auth):
+    """botocore's SigV4 signer, without the work that is the same for every request of a day.
+
+    The canonical request, the string to sign and the HMACs are botocore's own methods; what this class
+    changes is how often they run:
+
+    - the map of the headers to sign is a dict, built once per signing (``SigV4Auth`` builds it twice in
+      an ``email.message``-based ``HTTPHeaders`` and parses the URL for its host each time);
+    - a URL path's canonical form is computed once per path;
+    - the signing key (four HMACs over the secret key, the date, the region and the service) is derived
+      once per day, region, service and secret key, as botocore's own ``signature`` derives it, and only
+      the last HMAC, over the string to sign, runs per request.
+
+    ``keys`` is the memo of signing keys (one per :class:`Wire`, beside the credentials it signs with).
     """
 
+    _paths: dict[str, str] = {}
+
+    def __init__(self, credentials: Any, service_name: str, region_name: str, keys: dict[Any, bytes]):
+        super().__init__(credentials, service_name, region_name)
+        self._keys = keys
+
+    def add_auth(self, request: Any) -> None:
+        request.context.pop(_SIGNED, None)  # a request signed again (a retry) has new headers
+        super().add_auth(request)
+
     def headers_to_sign(self, request: Any) -> Any:
+        signed = request.context.get(_SIGNED)
+        if signed is not None:
+            return signed
         signed = _HeadersToSign()
         for name, value in request.headers.items():
             lowered = name.lower()
             if lowered not in SIGNED_HEADERS_BLACKLIST:
                 signed[lowered] = value
         if "host" not in signed:
-            signed["host"] = _host(request.url)
+            signed["host"] = signed_host(request.url)
+        # botocore asks for the map twice per signing (the canonical request, then the Authorization
+        # header), with the same headers: the request's own signing keeps it.
+        request.context[_SIGNED] = signed
         return signed
+
+    def _normalize_url_path(self, path: str) -> str:
+        found = self._paths.get(path)
+        if found is None:
+            found = _remember(self._paths, path, super()._normalize_url_path(path))
+        return found
+
+    def signature(self, string_to_sign: str, request: Any) -> str:
+        day = request.context["timestamp"][0:8]
+        secret = self.credentials.secret_key
+        name = (secret, day, self._region_name, self._service_name)
+        key = self._keys.get(name)
+        if key is None:  # botocore's derivation (SigV4Auth.signature), once per day
+            k_date = self._sign(f"AWS4{secret}".encode(), day)
+            k_region = self._sign(k_date, self._region_name)
+            k_service = self._sign(k_region, self._service_name)
+            key = _remember(self._keys, name, self._sign(k_service, "aws4_request"))
+        return self._sign(key, string_to_sign, hex=True)
 
 
 class _Unsupported(Exception):
@@ -256,6 +311,8 @@ class Wire:
         #: the URL botocore's endpoint rules resolve for the client (a given ``endpoint_url`` as it is)
         self.endpoint_url: str = url
         self._urls: dict[str, str] = {}
+        self._built: dict[tuple[tuple[str, Any], ...], tuple[str, dict[str, str]]] = {}
+        self._keys: dict[Any, bytes] = {}
         self._retried = False
 
     @classmethod
@@ -308,20 +365,45 @@ class Wire:
     def request(self, params: Mapping[str, Any]) -> WireRequest:
         """InvokeEndpoint with ``params`` (as ``invoke_endpoint`` takes them), signed.
 
+        botocore's validator and serializer run once for each set of parameters but the body: what they
+        make of them (the URL, the headers) is kept, and a ``bytes`` or ``bytearray`` body, which both
+        take as it is, is joined to it (a client's requests repeat their endpoint, model and content
+        type). Any other body goes through both every time.
+
         Raises:
             ParamValidationError: botocore refuses the parameters (when the client validates them).
             NoCredentialsError, NoRegionError: the client has no credentials or region to sign with.
         """
-        if self._validate:
-            validate_parameters(params, self.operation.input_shape)
-        serialized = self._serializer.serialize_to_request(params, self.operation)
-        add_recursion_detection_header(serialized)
-        headers: dict[str, str] = serialized["headers"]
-        headers["User-Agent"] = self._user_agent
-        request = WireRequest("POST", self.url(serialized["url_path"]), headers, serialized["body"])
+        body = params.get("Body")
+        name: tuple[tuple[str, Any], ...] | None = None
+        built = None
+        if type(body) is bytes or type(body) is bytearray:
+            name = tuple([item for item in params.items() if item[0] != "Body"])
+            try:
+                built = self._built.get(name)
+            except TypeError:  # an unhashable parameter: botocore's validator says what it makes of it
+                name = None
+        if built is None:
+            url, fixed, body = self._build(params)
+            if name is not None:
+                _remember(self._built, name, (url, fixed))
+        else:
+            url, fixed = built
+        serialized = {"headers": dict(fixed)}
+        add_recursion_detection_header(serialized)  # per request: it reads the environment
+        request = WireRequest("POST", url, serialized["headers"], body)
         if self._signer.signature_version is not botocore.UNSIGNED:
             self._sign(request)
         return request
+
+    def _build(self, params: Mapping[str, Any]) -> tuple[str, dict[str, str], Any]:
+        """The URL, the headers and the body botocore's validator and serializer make of ``params``."""
+        if self._validate:
+            validate_parameters(params, self.operation.input_shape)
+        serialized = self._serializer.serialize_to_request(params, self.operation)
+        headers: dict[str, str] = serialized["headers"]
+        headers["User-Agent"] = self._user_agent
+        return self.url(serialized["url_path"]), headers, serialized["body"]
 
     def _sign(self, request: WireRequest) -> None:
         """Sign as the client's ``RequestSigner.get_auth_instance`` does for ``v4``: credentials frozen
@@ -332,7 +414,7 @@ class Wire:
         credentials = self._credentials
         frozen = credentials.get_frozen_credentials() if credentials is not None else None
         signer: Any = _SigV4
-        signer(frozen, self._signer.signing_name, region).add_auth(request)
+        signer(frozen, self._signer.signing_name, region, self._keys).add_auth(request)
 
     # -- the answer ----------------------------------------------------------------------------------
 
