@@ -108,6 +108,7 @@ class _HeadersToSign(dict[str, str]):
 # Bounded memos of what does not change between requests: a URL path's canonical form, a day's signing key.
 _MEMO_LIMIT = 256
 _SIGNED = "mme_triton.headers_to_sign"  # where one signing keeps its map of the headers to sign
+_CANONICAL_PATHS: dict[str, str] = {}
 
 
 def _remember(memo: dict[Any, Any], key: Any, value: Any) -> Any:
@@ -133,9 +134,7 @@ class _SigV4(SigV4Auth):
     ``keys`` is the memo of signing keys (one per :class:`Wire`, beside the credentials it signs with).
     """
 
-    _paths: dict[str, str] = {}
-
-    def __init__(self, credentials: Any, service_name: str, region_name: str, keys: dict[Any, bytes]):
+    def __init__(self, credentials: Any, service_name: str, region_name: str, keys: dict[Any, bytes]) -> None:
         super().__init__(credentials, service_name, region_name)
         self._keys = keys
 
@@ -160,22 +159,25 @@ class _SigV4(SigV4Auth):
         return signed
 
     def _normalize_url_path(self, path: str) -> str:
-        found = self._paths.get(path)
+        found = _CANONICAL_PATHS.get(path)
         if found is None:
-            found = _remember(self._paths, path, super()._normalize_url_path(path))
-        return found
+            base: Any = super()  # botocore's stubs leave out its private methods
+            found = _remember(_CANONICAL_PATHS, path, base._normalize_url_path(path))
+        return str(found)
 
     def signature(self, string_to_sign: str, request: Any) -> str:
+        signer: Any = self  # botocore's stubs leave out its private attributes
         day = request.context["timestamp"][0:8]
         secret = self.credentials.secret_key
-        name = (secret, day, self._region_name, self._service_name)
+        region, service = signer._region_name, signer._service_name
+        name = (secret, day, region, service)
         key = self._keys.get(name)
         if key is None:  # botocore's derivation (SigV4Auth.signature), once per day
-            k_date = self._sign(f"AWS4{secret}".encode(), day)
-            k_region = self._sign(k_date, self._region_name)
-            k_service = self._sign(k_region, self._service_name)
-            key = _remember(self._keys, name, self._sign(k_service, "aws4_request"))
-        return self._sign(key, string_to_sign, hex=True)
+            k_date = signer._sign(f"AWS4{secret}".encode(), day)
+            k_region = signer._sign(k_date, region)
+            k_service = signer._sign(k_region, service)
+            key = _remember(self._keys, name, signer._sign(k_service, "aws4_request"))
+        return str(signer._sign(key, string_to_sign, hex=True))
 
 
 class _Unsupported(Exception):
