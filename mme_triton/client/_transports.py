@@ -1,10 +1,11 @@
 """The HTTP exchange of the fast path: one request out, one answer back, failures as botocore's exceptions.
 
-- :class:`HTTPClientTransport` (``MMEClient``) sends with the standard library's :mod:`http.client` over
-  keep-alive connections it pools itself, set up as the botocore client sets up its own: the connect and
-  read timeouts, the socket options (``TCP_NODELAY``, ``tcp_keepalive``), the TLS verification (CA
-  bundle, ``verify=False``) and client certificate, at most ``max_pool_connections`` idle connections,
-  and an idle connection the server closed is dropped before it is used, as urllib3 drops it.
+- :class:`SocketTransport` (``MMEClient``) speaks HTTP/1.1 on keep-alive sockets it pools itself (the
+  answers read by :class:`~mme_triton.client._answer.AnswerReader`), set up as the botocore client sets
+  up its own: the connect and read timeouts, the socket options (``TCP_NODELAY``, ``tcp_keepalive``),
+  the TLS verification (CA bundle, ``verify=False``) and client certificate, at most
+  ``max_pool_connections`` idle connections, and an idle connection the server closed is dropped before
+  it is used, as urllib3 drops it.
 - :class:`AiohttpTransport` (``AsyncMMEClient``) sends with aiohttp on the running event loop: one
   ``ClientSession`` per client, keep-alive connections pooled up to the client's
   ``max_pool_connections``, the same timeouts, TLS verification and client certificate.
@@ -23,10 +24,11 @@ import asyncio
 import collections
 import http.client
 import os
+import socket
 import ssl
 import urllib.parse
 import warnings
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import (
     ConnectionClosedError,
@@ -41,14 +43,15 @@ from urllib3.exceptions import InsecureRequestWarning
 from urllib3.util.ssl_ import create_urllib3_context
 from urllib3.util.wait import wait_for_read
 
-from mme_triton.client._wire import Answer, Wire, WireRequest
+from mme_triton.client._answer import AnswerReader
+from mme_triton.client._wire import Answer, Wire, WireRequest, signed_host
 
 if TYPE_CHECKING:
     import aiohttp
 
-__all__ = ["AiohttpTransport", "HTTPClientTransport"]
+__all__ = ["AiohttpTransport", "SocketTransport"]
 
-# Bodies up to this size are copied to bytes, which http.client sends in one call with the headers.
+# Bodies up to this size are sent in one call with the head (copied once); larger ones after it.
 _JOINED_BODY = 64 * 1024
 
 
@@ -83,73 +86,95 @@ def _tls_context(wire: Wire) -> ssl.SSLContext | None:
     return context
 
 
-class HTTPClientTransport:
-    """Requests with :mod:`http.client` over a pool of keep-alive connections (thread-safe).
+class _Connection:
+    """One kept-alive connection: its socket and the reader of its answers."""
 
-    Connections are opened on demand; at most ``max_pool_connections`` idle ones are kept, more are
-    closed once answered (botocore's urllib3 pool does the same, without blocking a caller).
+    __slots__ = ("reader", "sock")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.reader = AnswerReader()
+
+
+class SocketTransport:
+    """Requests over a pool of keep-alive sockets of its own (thread-safe).
+
+    Each request is written in one call (head and body together, but for large bodies) and its answer
+    read straight into the connection's :class:`AnswerReader`. Connections are opened on demand; at most
+    ``max_pool_connections`` idle ones are kept, more are closed once answered (botocore's urllib3 pool
+    does the same, without blocking a caller).
     """
 
     def __init__(self, wire: Wire) -> None:
         config = wire.client.meta.config
         parts = urllib.parse.urlsplit(wire.endpoint_url)
-        self._host = parts.hostname or ""
         self._tls = _tls_context(wire)
-        self._port = parts.port or (443 if self._tls is not None else 80)
+        self._host = parts.hostname or ""
+        self._address = (self._host, parts.port or (443 if self._tls is not None else 80))
         self._connect_timeout = config.connect_timeout
         self._read_timeout = config.read_timeout
         self._socket_options = list(wire.http_session._socket_options or ())
-        self._idle: collections.deque[http.client.HTTPConnection] = collections.deque()
+        self._idle: collections.deque[_Connection] = collections.deque()
         self._keep = int(config.max_pool_connections)
 
-    def _connection(self) -> http.client.HTTPConnection:
-        """An idle connection the server has not closed, or a new one (not connected yet)."""
+    def _idle_connection(self) -> _Connection | None:
+        """An idle connection the server has not closed, or ``None``."""
         while True:
             try:
                 connection = self._idle.pop()
             except IndexError:
-                break
+                return None
             # A kept-alive connection with something to read has been closed (or spoiled) by the server.
-            if connection.sock is not None and not wait_for_read(connection.sock, timeout=0.0):
+            if not wait_for_read(connection.sock, timeout=0.0):
                 return connection
-            connection.close()
-        if self._tls is not None:
-            return http.client.HTTPSConnection(
-                self._host, self._port, timeout=self._connect_timeout, context=self._tls
-            )
-        return http.client.HTTPConnection(self._host, self._port, timeout=self._connect_timeout)
+            connection.sock.close()
 
-    def _connect(self, connection: http.client.HTTPConnection, url: str) -> None:
+    def _connect(self, url: str) -> _Connection:
+        """A new connection (TLS handshake done), or botocore's exception for the failure."""
         try:
-            connection.connect()
-        except ssl.SSLError as exc:
-            raise SSLError(endpoint_url=url, error=exc) from exc
+            sock = socket.create_connection(self._address, timeout=self._connect_timeout)
         except TimeoutError as exc:
             raise ConnectTimeoutError(endpoint_url=url, error=exc) from exc
         except OSError as exc:  # refused, unreachable, no such host (socket.gaierror)
             raise EndpointConnectionError(endpoint_url=url, error=exc) from exc
-        sock = connection.sock
-        sock.settimeout(self._read_timeout)
-        for option in self._socket_options:
-            sock.setsockopt(*option)
+        try:
+            for option in self._socket_options:
+                sock.setsockopt(*option)
+            if self._tls is not None:
+                sock = self._tls.wrap_socket(sock, server_hostname=self._host)
+            sock.settimeout(self._read_timeout)
+        except BaseException as exc:
+            sock.close()
+            if isinstance(exc, ssl.SSLError):
+                raise SSLError(endpoint_url=url, error=exc) from exc
+            if isinstance(exc, TimeoutError):
+                raise ConnectTimeoutError(endpoint_url=url, error=exc) from exc
+            if isinstance(exc, OSError):
+                raise EndpointConnectionError(endpoint_url=url, error=exc) from exc
+            raise
+        return _Connection(sock)
 
     def send(self, request: WireRequest) -> Answer:
         url = request.url
-        connection = self._connection()
-        if connection.sock is None:
-            self._connect(connection, url)
-        path = url[url.index("/", url.index("//") + 2) :]
-        # botocore sends header values as UTF-8 bytes (Endpoint._encode_headers)
-        headers = {name: value.encode("utf-8") for name, value in request.headers.items()}
-        body = request.body
-        if not isinstance(body, bytes) and len(body) <= _JOINED_BODY:
-            body = bytes(body)  # http.client sends a bytes body with the headers, in one packet
+        head, body = _message(request)
+        connection = self._idle_connection() or self._connect(url)
+        sock, reader = connection.sock, connection.reader
+        reader.reset()
         try:
-            connection.request(request.method, path, body=body, headers=headers)
-            response = connection.getresponse()
-            content = response.read()
+            if body is None:
+                sock.sendall(head)
+            else:
+                sock.sendall(head)
+                sock.sendall(body)
+            while True:
+                received = sock.recv_into(reader.get_buffer())
+                if received == 0:
+                    if reader.eof_received():
+                        break
+                elif reader.buffer_updated(received):
+                    break
         except BaseException as exc:
-            connection.close()
+            sock.close()
             if isinstance(exc, ssl.SSLError):
                 raise SSLError(endpoint_url=url, error=exc) from exc
             if isinstance(exc, TimeoutError):
@@ -159,15 +184,40 @@ class HTTPClientTransport:
             if isinstance(exc, Exception):
                 raise HTTPClientError(error=exc) from exc
             raise
-        if response.will_close or len(self._idle) >= self._keep:
-            connection.close()
-        else:
+        if reader.keep_alive and len(self._idle) < self._keep:
             self._idle.append(connection)
-        return Answer(url, response.status, response.headers, content)  # type: ignore[arg-type]
+        else:
+            sock.close()
+        return Answer(url, reader.status, reader.headers, reader.content)
 
     def close(self) -> None:
         while self._idle:
-            self._idle.pop().close()
+            self._idle.pop().sock.close()
+
+
+def _message(request: WireRequest) -> tuple[bytes, Any]:
+    """The request's head, with its body when that is small (else the body, to send after it).
+
+    The fields are those :mod:`http.client` writes for urllib3 and botocore: ``Host`` (as signed),
+    ``Accept-Encoding: identity``, ``Content-Length``, then the request's own, their values in UTF-8
+    (botocore's ``Endpoint`` encodes them so).
+
+    Raises:
+        HTTPClientError: a field's value holds a line break (``http.client`` refuses those too).
+    """
+    url, headers, body = request.url, request.headers, request.body
+    if "\r" in (values := "".join(headers.values())) or "\n" in values:
+        error = ValueError(f"a header value holds a line break: {headers!r}")
+        raise HTTPClientError(error=error) from error
+    size = len(body) if type(body) is bytes else memoryview(body).nbytes
+    path = url[url.index("/", url.index("//") + 2) :]
+    lines = [f"{request.method} {path} HTTP/1.1\r\nHost: {signed_host(url)}\r\nAccept-Encoding: identity\r\n"]
+    lines += [f"{name}: {value}\r\n" for name, value in headers.items()]
+    lines.append(f"Content-Length: {size}\r\n\r\n")
+    head = "".join(lines).encode("utf-8")
+    if size > _JOINED_BODY:
+        return head, body
+    return b"".join((head, body)), None
 
 
 class AiohttpTransport:

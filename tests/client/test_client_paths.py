@@ -264,3 +264,14 @@ def test_client_takes_botocore_while_motos_mock_is_on() -> None:
         answer, _ = client.infer_raw("m.tar.gz", b"{}", "application/json")
         assert answer  # moto's canned answer for InvokeEndpoint
     assert client.fast_path
+
+
+@pytest.mark.triton
+def test_line_break_in_a_header_value_is_refused_before_anything_is_sent(
+    front: SageMakerFront, make_client: Callable[..., Any]
+) -> None:
+    client = make_client()
+    with pytest.raises(InferenceError) as caught:
+        client.infer("echo.tar.gz", {"IN_FP32": GOOD_INPUT}, custom_attributes="a=b\r\nX-Injected: 1")
+    assert caught.value.error_code == "HTTPClientError"
+    assert front.seen() == []
