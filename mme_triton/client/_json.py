@@ -425,9 +425,9 @@ def loads_tensors(data: bytes | bytearray | memoryview, numeric: Mapping[str, st
     or ``outputs`` whose ``datatype`` is a key of ``numeric`` (datatype -> numpy kind "f", "i" or
     "u") is a :class:`NumberArray`; the rest is what :func:`loads` gives. Long flat arrays are cut
     out and read in pieces (:func:`_read_cut`). A document without a ``"data"`` key (the header of a
-    binary body) is read by :func:`loads`: it has no tensor data to leave. Documents pysimdjson refuses (invalid UTF-8 strings,
-    NaN literals, integers beyond 64 bits, repeated keys, not JSON) are read by :func:`loads`, which
-    decides.
+    binary body) is read by :func:`loads`: it has no tensor data to leave. Documents pysimdjson refuses
+    (invalid UTF-8 strings, NaN literals, integers beyond 64 bits, repeated keys, not JSON) are read by
+    :func:`loads`, which decides.
 
     Raises:
         ValueError: not JSON.

@@ -44,7 +44,8 @@ from urllib3.util.ssl_ import create_urllib3_context
 from urllib3.util.wait import wait_for_read
 
 from mme_triton.client._answer import AnswerReader
-from mme_triton.client._wire import Answer, Wire, WireRequest, signed_host
+from mme_triton.client._signing import signed_host
+from mme_triton.client._wire import Answer, Wire, WireRequest
 
 if TYPE_CHECKING:
     import aiohttp

@@ -8,8 +8,9 @@ and runs them directly:
 - the request: botocore's ``rest-json`` serializer and parameter validator over the service model's
   InvokeEndpoint, and the URL botocore's endpoint rules resolve for the client (custom ``endpoint_url``,
   region, FIPS and dual-stack included), joined by botocore's ``prepare_request_dict``;
-- the signature: the client's own ``RequestSigner`` hands out its SigV4 signer with credentials frozen
-  from the client's credential provider (refreshed by it when they expire);
+- the signature: SigV4 as the client's own ``RequestSigner`` signs, with credentials frozen from the
+  client's credential provider (refreshed by it when they expire), by botocore's ``SigV4Auth`` once for
+  each kind of request (``_signing.py``);
 - the answer: a 2xx answer is the body and its ``Content-Type``; any other is parsed by botocore's parser
   for the protocol (modeled error fields included) and raised as the client's own ``ClientError`` class;
 - the retries: botocore's retry handler of the client decides (``needs-retry``, whatever ``retries``
@@ -33,19 +34,18 @@ from collections.abc import Mapping
 from typing import Any
 
 import botocore
-from botocore import auth
-from botocore.auth import SIGNED_HEADERS_BLACKLIST, SigV4Auth
 from botocore.awsrequest import HeadersDict, prepare_request_dict
 from botocore.endpoint import convert_to_response_dict
-from botocore.exceptions import ClientError, NoRegionError
+from botocore.exceptions import ClientError
 from botocore.handlers import add_recursion_detection_header
 from botocore.httpsession import URLLib3Session
 from botocore.serialize import create_serializer
 from botocore.validate import validate_parameters
 
 from mme_triton._sagemaker import error_code
+from mme_triton.client._signing import Signer, remember
 
-__all__ = ["Answer", "Wire", "WireRequest", "signed_host"]
+__all__ = ["Answer", "Wire", "WireRequest"]
 
 logger = logging.getLogger(__name__)
 
@@ -88,96 +88,6 @@ _KNOWN_HANDLERS = frozenset(
         "botocore.retries.standard.RetryQuotaChecker.release_retry_quota",  # Wire.succeeded
     }
 )
-
-
-@functools.lru_cache(maxsize=64)
-def signed_host(url: str) -> str:
-    """The ``Host`` botocore's signer signs for ``url`` (and so the one to send)."""
-    host: str = auth._host_from_url(url)  # type: ignore[attr-defined]
-    return host
-
-
-class _HeadersToSign(dict[str, str]):
-    """The headers to sign as a dict: what ``SigV4Auth`` reads of botocore's map (``get_all``, iteration,
-    membership) for a request whose header names are distinct."""
-
-    def get_all(self, name: str) -> list[str]:
-        return [self[name]]
-
-
-# Bounded memos of what does not change between requests: a URL path's canonical form, a day's signing key.
-_MEMO_LIMIT = 256
-_SIGNED = "mme_triton.headers_to_sign"  # where one signing keeps its map of the headers to sign
-_CANONICAL_PATHS: dict[str, str] = {}
-
-
-def _remember(memo: dict[Any, Any], key: Any, value: Any) -> Any:
-    if len(memo) >= _MEMO_LIMIT:
-        memo.clear()
-    memo[key] = value
-    return value
-
-
-class _SigV4(SigV4Auth):
-    """botocore's SigV4 signer, without the work that is the same for every request of a day.
-
-    The canonical request, the string to sign and the HMACs are botocore's own methods; what this class
-    changes is how often they run:
-
-    - the map of the headers to sign is a dict, built once per signing (``SigV4Auth`` builds it twice in
-      an ``email.message``-based ``HTTPHeaders`` and parses the URL for its host each time);
-    - a URL path's canonical form is computed once per path;
-    - the signing key (four HMACs over the secret key, the date, the region and the service) is derived
-      once per day, region, service and secret key, as botocore's own ``signature`` derives it, and only
-      the last HMAC, over the string to sign, runs per request.
-
-    ``keys`` is the memo of signing keys (one per :class:`Wire`, beside the credentials it signs with).
-    """
-
-    def __init__(self, credentials: Any, service_name: str, region_name: str, keys: dict[Any, bytes]) -> None:
-        super().__init__(credentials, service_name, region_name)
-        self._keys = keys
-
-    def add_auth(self, request: Any) -> None:
-        request.context.pop(_SIGNED, None)  # a request signed again (a retry) has new headers
-        super().add_auth(request)
-
-    def headers_to_sign(self, request: Any) -> Any:
-        signed = request.context.get(_SIGNED)
-        if signed is not None:
-            return signed
-        signed = _HeadersToSign()
-        for name, value in request.headers.items():
-            lowered = name.lower()
-            if lowered not in SIGNED_HEADERS_BLACKLIST:
-                signed[lowered] = value
-        if "host" not in signed:
-            signed["host"] = signed_host(request.url)
-        # botocore asks for the map twice per signing (the canonical request, then the Authorization
-        # header), with the same headers: the request's own signing keeps it.
-        request.context[_SIGNED] = signed
-        return signed
-
-    def _normalize_url_path(self, path: str) -> str:
-        found = _CANONICAL_PATHS.get(path)
-        if found is None:
-            base: Any = super()  # botocore's stubs leave out its private methods
-            found = _remember(_CANONICAL_PATHS, path, base._normalize_url_path(path))
-        return str(found)
-
-    def signature(self, string_to_sign: str, request: Any) -> str:
-        signer: Any = self  # botocore's stubs leave out its private attributes
-        day = request.context["timestamp"][0:8]
-        secret = self.credentials.secret_key
-        region, service = signer._region_name, signer._service_name
-        name = (secret, day, region, service)
-        key = self._keys.get(name)
-        if key is None:  # botocore's derivation (SigV4Auth.signature), once per day
-            k_date = signer._sign(f"AWS4{secret}".encode(), day)
-            k_region = signer._sign(k_date, region)
-            k_service = signer._sign(k_region, service)
-            key = _remember(self._keys, name, signer._sign(k_service, "aws4_request"))
-        return str(signer._sign(key, string_to_sign, hex=True))
 
 
 class _Unsupported(Exception):
@@ -314,7 +224,7 @@ class Wire:
         self.endpoint_url: str = url
         self._urls: dict[str, str] = {}
         self._built: dict[tuple[tuple[str, Any], ...], tuple[str, dict[str, str]]] = {}
-        self._keys: dict[Any, bytes] = {}
+        self._signing = Signer(self._signer)
         self._retried = False
 
     @classmethod
@@ -388,14 +298,14 @@ class Wire:
         if built is None:
             url, fixed, body = self._build(params)
             if name is not None:
-                _remember(self._built, name, (url, fixed))
+                remember(self._built, name, (url, fixed))
         else:
             url, fixed = built
         serialized = {"headers": dict(fixed)}
         add_recursion_detection_header(serialized)  # per request: it reads the environment
         request = WireRequest("POST", url, serialized["headers"], body)
         if self._signer.signature_version is not botocore.UNSIGNED:
-            self._sign(request)
+            self._signing.sign(request)
         return request
 
     def _build(self, params: Mapping[str, Any]) -> tuple[str, dict[str, str], Any]:
@@ -406,17 +316,6 @@ class Wire:
         headers: dict[str, str] = serialized["headers"]
         headers["User-Agent"] = self._user_agent
         return self.url(serialized["url_path"]), headers, serialized["body"]
-
-    def _sign(self, request: WireRequest) -> None:
-        """Sign as the client's ``RequestSigner.get_auth_instance`` does for ``v4``: credentials frozen
-        from its provider (refreshed first when they are about to expire), its signing name and region."""
-        region = self._signer.region_name
-        if region is None:
-            raise NoRegionError()
-        credentials = self._credentials
-        frozen = credentials.get_frozen_credentials() if credentials is not None else None
-        signer: Any = _SigV4
-        signer(frozen, self._signer.signing_name, region, self._keys).add_auth(request)
 
     # -- the answer ----------------------------------------------------------------------------------
 

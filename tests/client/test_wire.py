@@ -331,3 +331,29 @@ def test_recursion_detection_header_is_read_per_request(monkeypatch: pytest.Monk
     for trace in ("Root=1-a", "Root=1-b"):
         monkeypatch.setenv("_X_AMZN_TRACE_ID", trace)
         assert _same_as_botocore(runtime, wire, PARAMS)["X-Amzn-Trace-Id"] == trace
+
+
+def test_requests_of_one_kind_are_signed_by_botocore_once_and_as_botocore_signs_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After the first request of a kind, the time and the body's hash go into what botocore made of it;
+    each request still carries the signature botocore gives it."""
+    signed_by_botocore = []
+    add_auth = botocore.auth.SigV4Auth.add_auth
+
+    def counting(self: Any, request: Any) -> None:
+        signed_by_botocore.append(request.url)
+        add_auth(self, request)
+
+    runtime = _runtime(token="t")
+    wire, _ = Wire.of(runtime)
+    assert wire is not None
+    bodies = [b"{}", b"", bytearray(b"x" * 100_000), b'{"inputs":[1]}', b"{}"]
+    for second, body in enumerate(bodies):
+        _at(monkeypatch, NOW + datetime.timedelta(seconds=second))
+        monkeypatch.setattr(botocore.auth.SigV4Auth, "add_auth", counting)
+        ours = wire.request({**PARAMS, "Body": body})
+        monkeypatch.setattr(botocore.auth.SigV4Auth, "add_auth", add_auth)
+        _, theirs = _botocore_sends(runtime, {**PARAMS, "Body": body})
+        assert ours.headers == {name: value for name, value in theirs.items() if name not in _TELEMETRY}
+    assert len(signed_by_botocore) == 1
