@@ -6,9 +6,8 @@
   the TLS verification (CA bundle, ``verify=False``) and client certificate, at most
   ``max_pool_connections`` idle connections, and an idle connection the server closed is dropped before
   it is used, as urllib3 drops it.
-- :class:`AiohttpTransport` (``AsyncMMEClient``) sends with aiohttp on the running event loop: one
-  ``ClientSession`` per client, keep-alive connections pooled up to the client's
-  ``max_pool_connections``, the same timeouts, TLS verification and client certificate.
+- ``AsyncMMEClient``'s transport, on the event loop, is in ``_aio_transport.py``: the same reader, the
+  same request bytes (:func:`message`) and TLS context (:func:`tls_context`).
 
 Neither goes through a proxy: a client configured with one sends through botocore (``Wire.of``).
 
@@ -20,7 +19,6 @@ botocore's.
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import http.client
 import os
@@ -28,7 +26,7 @@ import socket
 import ssl
 import urllib.parse
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from botocore.exceptions import (
     ConnectionClosedError,
@@ -47,16 +45,13 @@ from mme_triton.client._answer import AnswerReader
 from mme_triton.client._signing import signed_host
 from mme_triton.client._wire import Answer, Wire, WireRequest
 
-if TYPE_CHECKING:
-    import aiohttp
-
-__all__ = ["AiohttpTransport", "SocketTransport"]
+__all__ = ["SocketTransport", "message", "tls_context"]
 
 # Bodies up to this size are sent in one call with the head (copied once); larger ones after it.
 _JOINED_BODY = 64 * 1024
 
 
-def _tls_context(wire: Wire) -> ssl.SSLContext | None:
+def tls_context(wire: Wire) -> ssl.SSLContext | None:
     """The TLS context botocore's session would give its connections, ``None`` for ``http://``."""
     if not wire.endpoint_url.lower().startswith("https"):
         return None
@@ -109,7 +104,7 @@ class SocketTransport:
     def __init__(self, wire: Wire) -> None:
         config = wire.client.meta.config
         parts = urllib.parse.urlsplit(wire.endpoint_url)
-        self._tls = _tls_context(wire)
+        self._tls = tls_context(wire)
         self._host = parts.hostname or ""
         self._address = (self._host, parts.port or (443 if self._tls is not None else 80))
         self._connect_timeout = config.connect_timeout
@@ -157,7 +152,7 @@ class SocketTransport:
 
     def send(self, request: WireRequest) -> Answer:
         url = request.url
-        head, body = _message(request)
+        head, body = message(request)
         connection = self._idle_connection() or self._connect(url)
         sock, reader = connection.sock, connection.reader
         reader.reset()
@@ -196,7 +191,7 @@ class SocketTransport:
             self._idle.pop().sock.close()
 
 
-def _message(request: WireRequest) -> tuple[bytes, Any]:
+def message(request: WireRequest) -> tuple[bytes, Any]:
     """The request's head, with its body when that is small (else the body, to send after it).
 
     The fields are those :mod:`http.client` writes for urllib3 and botocore: ``Host`` (as signed),
@@ -219,78 +214,3 @@ def _message(request: WireRequest) -> tuple[bytes, Any]:
     if size > _JOINED_BODY:
         return head, body
     return b"".join((head, body)), None
-
-
-class AiohttpTransport:
-    """Requests with aiohttp, on the event loop the client is first used on."""
-
-    def __init__(self, wire: Wire) -> None:
-        config = wire.client.meta.config
-        self._limit = int(config.max_pool_connections)
-        self._timeouts = (config.connect_timeout, config.read_timeout)
-        tls = _tls_context(wire)
-        self._ssl: ssl.SSLContext | bool = True if tls is None else tls
-        self._session: aiohttp.ClientSession | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def _opened(self) -> aiohttp.ClientSession:
-        import aiohttp
-
-        loop = asyncio.get_running_loop()
-        if self._session is not None:
-            if loop is not self._loop:
-                raise RuntimeError(
-                    "an AsyncMMEClient serves the event loop it was first used on; make one client per loop"
-                )
-            return self._session
-        connect, read = self._timeouts
-        self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=self._limit, ssl=self._ssl),
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect, sock_read=read),
-            # as botocore: no cookies kept, no Accept or Accept-Encoding added, the body as it came
-            cookie_jar=aiohttp.DummyCookieJar(),
-            skip_auto_headers=("Accept", "Accept-Encoding"),
-            auto_decompress=False,
-        )
-        self._loop = loop
-        return self._session
-
-    async def send(self, request: WireRequest) -> Answer:
-        import aiohttp
-        import yarl
-
-        url = request.url
-        session = self._opened()
-        for resend in (True, False):
-            try:
-                async with session.request(
-                    request.method, yarl.URL(url, encoded=True), data=request.body, headers=request.headers
-                ) as response:
-                    return Answer(url, response.status, response.headers, await response.read())
-            except (aiohttp.ClientSSLError, ssl.SSLError) as exc:
-                raise SSLError(endpoint_url=url, error=exc) from exc
-            except aiohttp.ClientConnectorError as exc:
-                raise EndpointConnectionError(endpoint_url=url, error=exc) from exc
-            except aiohttp.ConnectionTimeoutError as exc:
-                raise ConnectTimeoutError(endpoint_url=url, error=exc) from exc
-            except (aiohttp.ServerTimeoutError, asyncio.TimeoutError) as exc:
-                raise ReadTimeoutError(endpoint_url=url, error=exc) from exc
-            except (
-                aiohttp.ServerDisconnectedError,
-                aiohttp.ClientOSError,
-                aiohttp.ClientPayloadError,
-            ) as exc:
-                # A kept-alive connection the server closed while it sat idle fails as the request is
-                # written: it never went out, so it goes once more, on another connection (urllib3 drops
-                # such a connection before it writes; aiohttp finds out only once the loop has run).
-                if resend and isinstance(exc.__cause__ or exc, ConnectionResetError):
-                    continue
-                raise ConnectionClosedError(error=exc, request=request, endpoint_url=url) from exc
-            except Exception as exc:
-                raise HTTPClientError(error=exc) from exc
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    async def close(self) -> None:
-        session, self._session = self._session, None
-        if session is not None:
-            await session.close()
