@@ -20,12 +20,14 @@ botocore's.
 from __future__ import annotations
 
 import collections
-import http.client
 import os
 import socket
 import ssl
+import struct
+import sys
 import urllib.parse
 import warnings
+from http.client import HTTPException
 from typing import Any
 
 from botocore.exceptions import (
@@ -39,7 +41,6 @@ from botocore.exceptions import (
 from botocore.httpsession import get_cert_path
 from urllib3.exceptions import InsecureRequestWarning
 from urllib3.util.ssl_ import create_urllib3_context
-from urllib3.util.wait import wait_for_read
 
 from mme_triton.client._answer import AnswerReader
 from mme_triton.client._signing import signed_host
@@ -49,6 +50,8 @@ __all__ = ["SocketTransport", "message", "tls_context"]
 
 # Bodies up to this size are sent in one call with the head (copied once); larger ones after it.
 _JOINED_BODY = 64 * 1024
+# SO_RCVTIMEO and SO_SNDTIMEO take a struct timeval, two C longs on Linux.
+_SYSTEM_TIMEOUTS = sys.platform.startswith("linux") and hasattr(socket, "SO_RCVTIMEO")
 
 
 def tls_context(wire: Wire) -> ssl.SSLContext | None:
@@ -82,14 +85,19 @@ def tls_context(wire: Wire) -> ssl.SSLContext | None:
     return context
 
 
-class _Connection:
-    """One kept-alive connection: its socket and the reader of its answers."""
+class _Resend(Exception):
+    """A kept-alive connection failed before any byte of the answer came: send the request again."""
 
-    __slots__ = ("reader", "sock")
+
+class _Connection:
+    """One kept-alive connection: its socket, the reader of its answers, whether it has carried one."""
+
+    __slots__ = ("reader", "sock", "used")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.reader = AnswerReader()
+        self.used = False
 
 
 class SocketTransport:
@@ -99,6 +107,13 @@ class SocketTransport:
     read straight into the connection's :class:`AnswerReader`. Connections are opened on demand; at most
     ``max_pool_connections`` idle ones are kept, more are closed once answered (botocore's urllib3 pool
     does the same, without blocking a caller).
+
+    A request goes out on an idle connection without asking the system first whether the server has
+    closed it (urllib3 asks, with a ``poll``): a connection the server closed while it sat idle fails
+    before any byte of the answer arrives, and the request goes once more, on a new connection. On
+    Linux a plain-TCP socket is blocking with the read timeout as ``SO_RCVTIMEO``/``SO_SNDTIMEO`` rather
+    than Python's own timeout, which polls before every read and write. Each system call spared is a
+    release of the GIL spared, and with many threads each release can cost a switch between threads.
     """
 
     def __init__(self, wire: Wire) -> None:
@@ -110,20 +125,18 @@ class SocketTransport:
         self._connect_timeout = config.connect_timeout
         self._read_timeout = config.read_timeout
         self._socket_options = list(wire.http_session._socket_options or ())
+        read_timeout = self._read_timeout
+        self._system_timeout: bytes | None = None
+        if (
+            _SYSTEM_TIMEOUTS
+            and self._tls is None
+            and isinstance(read_timeout, int | float)
+            and read_timeout > 0
+        ):
+            seconds = int(read_timeout)
+            self._system_timeout = struct.pack("ll", seconds, int((read_timeout - seconds) * 1e6))
         self._idle: collections.deque[_Connection] = collections.deque()
         self._keep = int(config.max_pool_connections)
-
-    def _idle_connection(self) -> _Connection | None:
-        """An idle connection the server has not closed, or ``None``."""
-        while True:
-            try:
-                connection = self._idle.pop()
-            except IndexError:
-                return None
-            # A kept-alive connection with something to read has been closed (or spoiled) by the server.
-            if not wait_for_read(connection.sock, timeout=0.0):
-                return connection
-            connection.sock.close()
 
     def _connect(self, url: str) -> _Connection:
         """A new connection (TLS handshake done), or botocore's exception for the failure."""
@@ -138,7 +151,12 @@ class SocketTransport:
                 sock.setsockopt(*option)
             if self._tls is not None:
                 sock = self._tls.wrap_socket(sock, server_hostname=self._host)
-            sock.settimeout(self._read_timeout)
+            if self._system_timeout is not None:
+                sock.settimeout(None)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, self._system_timeout)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, self._system_timeout)
+            else:
+                sock.settimeout(self._read_timeout)
         except BaseException as exc:
             sock.close()
             if isinstance(exc, ssl.SSLError):
@@ -151,16 +169,25 @@ class SocketTransport:
         return _Connection(sock)
 
     def send(self, request: WireRequest) -> Answer:
-        url = request.url
         head, body = message(request)
-        connection = self._idle_connection() or self._connect(url)
+        while True:
+            try:
+                connection = self._idle.pop()
+            except IndexError:
+                connection = self._connect(request.url)
+            try:
+                return self._exchange(connection, request, head, body)
+            except _Resend:
+                continue  # on another idle connection, or a new one (which is never resent)
+
+    def _exchange(self, connection: _Connection, request: WireRequest, head: bytes, body: Any) -> Answer:
+        url = request.url
         sock, reader = connection.sock, connection.reader
         reader.reset()
+        reused, connection.used = connection.used, True
         try:
-            if body is None:
-                sock.sendall(head)
-            else:
-                sock.sendall(head)
+            sock.sendall(head)
+            if body is not None:
                 sock.sendall(body)
             while True:
                 received = sock.recv_into(reader.get_buffer())
@@ -171,11 +198,15 @@ class SocketTransport:
                     break
         except BaseException as exc:
             sock.close()
+            # A timeout: TimeoutError from Python's own, BlockingIOError (EAGAIN) from the system's.
+            timeout = isinstance(exc, TimeoutError | BlockingIOError)
+            if reused and not reader.received and not timeout and isinstance(exc, OSError | HTTPException):
+                raise _Resend from exc
             if isinstance(exc, ssl.SSLError):
                 raise SSLError(endpoint_url=url, error=exc) from exc
-            if isinstance(exc, TimeoutError):
+            if timeout:
                 raise ReadTimeoutError(endpoint_url=url, error=exc) from exc
-            if isinstance(exc, (OSError, http.client.HTTPException)):  # reset, closed, a bad answer
+            if isinstance(exc, OSError | HTTPException):  # reset, closed, a bad answer
                 raise ConnectionClosedError(error=exc, request=request, endpoint_url=url) from exc
             if isinstance(exc, Exception):
                 raise HTTPClientError(error=exc) from exc

@@ -132,6 +132,20 @@ def test_read_timeout_after_the_retries_raises_inference_error(
 
 
 @pytest.mark.triton
+def test_read_timeout_on_a_kept_alive_connection_is_not_sent_again(
+    front: SageMakerFront, make_client: Callable[..., Any]
+) -> None:
+    """Only a connection that fails before any answer starts is resent on; a slow answer is a timeout."""
+    client = make_client(config={"read_timeout": 0.5})  # one attempt (runtime_factory)
+    client.infer("echo.tar.gz", {"IN_FP32": GOOD_INPUT})
+    front.script(1.5)
+    with pytest.raises(InferenceError) as caught:
+        client.infer("echo.tar.gz", {"IN_FP32": GOOD_INPUT})
+    assert caught.value.error_code == "ReadTimeoutError"
+    assert len(front.seen()) == 2
+
+
+@pytest.mark.triton
 def test_refused_connection_raises_what_botocore_raises(
     make_client: Callable[..., Any], runtime_factory: Callable[..., Any]
 ) -> None:
