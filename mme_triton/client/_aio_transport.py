@@ -20,21 +20,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import http.client
-import ssl
 import urllib.parse
 from typing import Any
 
-from botocore.exceptions import (
-    ConnectionClosedError,
-    ConnectTimeoutError,
-    EndpointConnectionError,
-    HTTPClientError,
-    ReadTimeoutError,
-    SSLError,
-)
-
 from mme_triton.client._answer import AnswerReader
-from mme_triton.client._transports import message, tls_context
+from mme_triton.client._transports import connect_error, exchange_error, message, tls_context
 from mme_triton.client._wire import Answer, Wire, WireRequest
 
 __all__ = ["AsyncioTransport"]
@@ -208,19 +198,14 @@ class AsyncioTransport:
                 self._release(connection)
                 if resend:
                     continue
-                raise ConnectionClosedError(error=_closed(), request=request, endpoint_url=url) from exc
+                raise exchange_error(_closed(), request) from exc
             except BaseException as exc:
                 connection.close()
                 self._release(connection)
-                if isinstance(exc, ssl.SSLError):
-                    raise SSLError(endpoint_url=url, error=exc) from exc
-                if isinstance(exc, TimeoutError):
-                    raise ReadTimeoutError(endpoint_url=url, error=exc) from exc
-                if isinstance(exc, (OSError, http.client.HTTPException)):
-                    raise ConnectionClosedError(error=exc, request=request, endpoint_url=url) from exc
-                if isinstance(exc, Exception):
-                    raise HTTPClientError(error=exc) from exc
-                raise
+                error = exchange_error(exc, request)
+                if error is exc:
+                    raise
+                raise error from exc
             reader = connection.reader
             answer = Answer(url, reader.status, reader.headers, reader.content)
             self._release(connection)
@@ -268,12 +253,10 @@ class AsyncioTransport:
         )
         try:
             _, connection = await asyncio.wait_for(opening, self._connect_timeout)
-        except ssl.SSLError as exc:
-            raise SSLError(endpoint_url=url, error=exc) from exc
-        except TimeoutError as exc:
-            raise ConnectTimeoutError(endpoint_url=url, error=exc) from exc
-        except OSError as exc:  # refused, unreachable, no such host (socket.gaierror)
-            raise EndpointConnectionError(endpoint_url=url, error=exc) from exc
+        except OSError as exc:  # TimeoutError and ssl.SSLError among them
+            raise connect_error(exc, url) from exc
+        except asyncio.TimeoutError as exc:  # Python 3.10's is not the built-in TimeoutError
+            raise connect_error(TimeoutError(str(exc) or "timed out"), url) from exc
         assert connection.transport is not None
         connection.pool = self._pool
         sock = connection.transport.get_extra_info("socket")

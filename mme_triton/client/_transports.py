@@ -46,7 +46,7 @@ from mme_triton.client._answer import AnswerReader
 from mme_triton.client._signing import signed_host
 from mme_triton.client._wire import Answer, Wire, WireRequest
 
-__all__ = ["SocketTransport", "message", "tls_context"]
+__all__ = ["SocketTransport", "connect_error", "exchange_error", "message", "tls_context"]
 
 # Bodies up to this size are sent in one call with the head (copied once); larger ones after it.
 _JOINED_BODY = 64 * 1024
@@ -83,6 +83,32 @@ def tls_context(wire: Wire) -> ssl.SSLContext | None:
     elif cert:
         context.load_cert_chain(cert)
     return context
+
+
+def connect_error(exc: BaseException, url: str) -> BaseException:
+    """The botocore exception for a failure to connect (what ``URLLib3Session.send`` raises)."""
+    if isinstance(exc, ssl.SSLError):  # the handshake: a certificate refused, a protocol error
+        return SSLError(endpoint_url=url, error=exc)
+    if isinstance(exc, TimeoutError):
+        return ConnectTimeoutError(endpoint_url=url, error=exc)
+    if isinstance(exc, OSError):  # refused, unreachable, no such host (socket.gaierror)
+        return EndpointConnectionError(endpoint_url=url, error=exc)
+    return exc
+
+
+def exchange_error(exc: BaseException, request: WireRequest) -> BaseException:
+    """The botocore exception for a failure of an exchange on an open connection (as urllib3's)."""
+    url = request.url
+    if isinstance(exc, ssl.SSLError):
+        return SSLError(endpoint_url=url, error=exc)
+    # a timeout: TimeoutError from Python's own, BlockingIOError (EAGAIN) from the system's SO_RCVTIMEO
+    if isinstance(exc, TimeoutError | BlockingIOError):
+        return ReadTimeoutError(endpoint_url=url, error=exc)
+    if isinstance(exc, OSError | HTTPException):  # reset, closed, a bad answer
+        return ConnectionClosedError(error=exc, request=request, endpoint_url=url)
+    if isinstance(exc, Exception):
+        return HTTPClientError(error=exc)
+    return exc
 
 
 class _Resend(Exception):
@@ -142,10 +168,8 @@ class SocketTransport:
         """A new connection (TLS handshake done), or botocore's exception for the failure."""
         try:
             sock = socket.create_connection(self._address, timeout=self._connect_timeout)
-        except TimeoutError as exc:
-            raise ConnectTimeoutError(endpoint_url=url, error=exc) from exc
-        except OSError as exc:  # refused, unreachable, no such host (socket.gaierror)
-            raise EndpointConnectionError(endpoint_url=url, error=exc) from exc
+        except OSError as exc:
+            raise connect_error(exc, url) from exc
         try:
             for option in self._socket_options:
                 sock.setsockopt(*option)
@@ -159,13 +183,10 @@ class SocketTransport:
                 sock.settimeout(self._read_timeout)
         except BaseException as exc:
             sock.close()
-            if isinstance(exc, ssl.SSLError):
-                raise SSLError(endpoint_url=url, error=exc) from exc
-            if isinstance(exc, TimeoutError):
-                raise ConnectTimeoutError(endpoint_url=url, error=exc) from exc
-            if isinstance(exc, OSError):
-                raise EndpointConnectionError(endpoint_url=url, error=exc) from exc
-            raise
+            error = connect_error(exc, url)
+            if error is exc:
+                raise
+            raise error from exc
         return _Connection(sock)
 
     def send(self, request: WireRequest) -> Answer:
@@ -181,7 +202,6 @@ class SocketTransport:
                 continue  # on another idle connection, or a new one (which is never resent)
 
     def _exchange(self, connection: _Connection, request: WireRequest, head: bytes, body: Any) -> Answer:
-        url = request.url
         sock, reader = connection.sock, connection.reader
         reader.reset()
         reused, connection.used = connection.used, True
@@ -198,24 +218,17 @@ class SocketTransport:
                     break
         except BaseException as exc:
             sock.close()
-            # A timeout: TimeoutError from Python's own, BlockingIOError (EAGAIN) from the system's.
-            timeout = isinstance(exc, TimeoutError | BlockingIOError)
-            if reused and not reader.received and not timeout and isinstance(exc, OSError | HTTPException):
-                raise _Resend from exc
-            if isinstance(exc, ssl.SSLError):
-                raise SSLError(endpoint_url=url, error=exc) from exc
-            if timeout:
-                raise ReadTimeoutError(endpoint_url=url, error=exc) from exc
-            if isinstance(exc, OSError | HTTPException):  # reset, closed, a bad answer
-                raise ConnectionClosedError(error=exc, request=request, endpoint_url=url) from exc
-            if isinstance(exc, Exception):
-                raise HTTPClientError(error=exc) from exc
-            raise
+            error = exchange_error(exc, request)
+            if reused and not reader.received and isinstance(error, ConnectionClosedError | SSLError):
+                raise _Resend from exc  # (a timeout is not: the server may be slow)
+            if error is exc:
+                raise
+            raise error from exc
         if reader.keep_alive and len(self._idle) < self._keep:
             self._idle.append(connection)
         else:
             sock.close()
-        return Answer(url, reader.status, reader.headers, reader.content)
+        return Answer(request.url, reader.status, reader.headers, reader.content)
 
     def close(self) -> None:
         while self._idle:
