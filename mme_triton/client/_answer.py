@@ -11,8 +11,8 @@ than 100 fields, a status line that is not HTTP's, a bad length or chunk size, a
 before the answer is whole raise :mod:`http.client`'s exceptions for them.
 
 A small answer is read into the reader's own 64 KiB buffer; a body beyond it is read straight into a
-buffer of its announced length (one copy to ``bytes`` at the end), or in pieces when its length is not
-known.
+buffer of its announced length (one copy to ``bytes`` at the end; past 64 MiB, into pieces of that size
+as the bytes arrive), or in pieces when its length is not known.
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ import http.client
 __all__ = ["AnswerReader", "Fields"]
 
 _BUFFER = 64 * 1024  # also the longest head (http.client's line limit is 64 KiB)
+# The most allocated ahead of the bytes for a body of announced length: a server that announces more than
+# it sends makes the reader hold no more than this beyond what arrived.
+_PREALLOCATE = 64 * 2**20
 _MAX_FIELDS = 100  # as http.client
 _MAX_CHUNK_LINE = 4096
 _NO_BODY = frozenset({204, 304})
@@ -54,6 +57,7 @@ class AnswerReader:
 
     __slots__ = (
         "_big",
+        "_big_filled",
         "_body",
         "_buffer",
         "_end",
@@ -81,8 +85,9 @@ class AnswerReader:
         self._start = 0  # where the unread part of self._buffer starts
         self._end = 0  # where the search for the end of the head resumes
         self._remaining = 0
-        self._body: bytearray | list[bytes] | None = None
+        self._body: bytearray | list[bytes | bytearray] | None = None
         self._big: bytearray | None = None  # a body of known length beyond the buffer, read in place
+        self._big_filled = 0
         self.status = 0
         self.headers = Fields()
         self.content = b""
@@ -95,7 +100,7 @@ class AnswerReader:
     def get_buffer(self, sizehint: int = -1) -> memoryview:
         """Where the next bytes go (not empty)."""
         if self._big is not None:
-            return memoryview(self._big)[len(self._big) - self._remaining :]
+            return memoryview(self._big)[self._big_filled :]
         if self._filled == len(self._buffer):
             self._compact()
         return self._view[self._filled :]
@@ -107,14 +112,21 @@ class AnswerReader:
             http.client.HTTPException: the bytes are not an answer this reader accepts.
         """
         self.received = True
-        if self._big is not None:
+        big = self._big
+        if big is not None:
             self._remaining -= nbytes
-            if self._remaining == 0:
-                self.content = bytes(self._big)
-                self._big = None
-                self._state = _DONE
-                return True
-            return False
+            self._big_filled += nbytes
+            if self._big_filled < len(big):
+                return False
+            assert isinstance(self._body, list)
+            if self._remaining:  # the next piece of a body announced beyond _PREALLOCATE
+                self._next_piece()
+                return False
+            self.content = b"".join([*self._body, big]) if self._body else bytes(big)
+            self._big = None
+            self._body = None
+            self._state = _DONE
+            return True
         self._filled += nbytes
         return self._advance()
 
@@ -176,11 +188,22 @@ class AnswerReader:
                 return True
 
     def _go_big(self, available: int) -> None:
-        """Read the rest of a body of known length straight into a buffer of its size."""
-        self._big = bytearray(self._remaining)
+        """Read the rest of a body of known length straight into a buffer of its size (up to
+        :data:`_PREALLOCATE` bytes: a larger one takes pieces of that size as the bytes arrive)."""
+        self._big = bytearray(max(available, min(self._remaining, _PREALLOCATE)))
         self._big[:available] = self._view[self._start : self._filled]
+        self._big_filled = available
         self._remaining -= available
+        self._body = []
         self._start = self._filled = 0
+        if self._big_filled == len(self._big):
+            self._next_piece()
+
+    def _next_piece(self) -> None:
+        assert isinstance(self._body, list) and self._big is not None
+        self._body.append(self._big)
+        self._big = bytearray(min(self._remaining, _PREALLOCATE))
+        self._big_filled = 0
 
     def _done(self, end: int) -> bool:
         if end != self._filled:  # bytes beyond the answer: the connection is not to be trusted again

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from mme_triton.client import _answer
 from mme_triton.client._answer import AnswerReader
 
 BIG = bytes(range(256)) * 1024  # 256 KiB: beyond the reader's own buffer
@@ -184,3 +185,18 @@ def test_reader_does_not_keep_a_connection_that_sent_more_than_the_answer() -> N
 def test_reader_refuses_what_is_not_a_whole_answer(data: bytes, error: type[Exception]) -> None:
     with pytest.raises(error):
         _read(data, "pieces")
+
+
+def test_reader_reads_a_body_beyond_what_it_allocates_ahead_in_pieces(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_answer, "_PREALLOCATE", 10_000)
+    for how in ("whole", "pieces"):
+        reader = _read(ANSWERS["length-big"], how)
+        assert reader.content == BIG
+
+
+def test_reader_allocates_no_more_than_its_bound_for_a_length_it_is_not_sent() -> None:
+    """A server that announces a terabyte and sends a few bytes costs the reader 64 MiB, not a terabyte."""
+    with pytest.raises(http.client.IncompleteRead):
+        _read(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\nabc" % 2**40, "whole")
