@@ -3,7 +3,9 @@
 HTTP/1.1 over keep-alive connections of its own, each an :class:`asyncio.BufferedProtocol` whose answers
 :class:`~mme_triton.client._answer.AnswerReader` reads straight from the loop's reads (the reader the
 threads' transport uses). A request costs the loop one write and, once the answer is whole, one wakeup of
-the waiting task: no task, stream or response object of its own.
+the waiting task: no task, stream, response object or timer of its own. The read timeout (no byte of
+the answer for ``read_timeout`` seconds) is one timer for all the requests in flight, which looks at
+them every tenth of the timeout (at most every second), so a timeout fires at most that much late.
 
 The connections are set up as the botocore client sets up its own (the connect and read timeouts, the
 socket options, the TLS verification and client certificate) and pooled as aiohttp's connector pools
@@ -21,6 +23,7 @@ import asyncio
 import collections
 import http.client
 import urllib.parse
+from collections.abc import Callable
 from typing import Any
 
 from mme_triton.client._answer import AnswerReader
@@ -49,12 +52,14 @@ class _Connection(asyncio.BufferedProtocol):
         self.lost = False
         #: the pool it belongs to (AsyncioTransport.close starts a new one)
         self.pool = 0
+        #: called once the connection is lost
+        self.on_lost: Callable[[_Connection], None] = lambda connection: None
         self._read_timeout = read_timeout
         self._answered = 0
         self._reused = False
         self._waiter: asyncio.Future[None] | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._last_read = 0.0
+        #: when the last bytes arrived (or the request went out), for the read timeout
+        self.last_read = 0.0
 
     # -- asyncio's side -------------------------------------------------------------------------------
 
@@ -68,8 +73,7 @@ class _Connection(asyncio.BufferedProtocol):
         if self._waiter is None:  # bytes nobody asked for: the connection cannot be trusted again
             self.close()
             return
-        if self._timer is not None:
-            self._last_read = self._loop.time()
+        self.last_read = self._loop.time()
         try:
             done = self.reader.buffer_updated(nbytes)
         except http.client.HTTPException as exc:
@@ -95,6 +99,7 @@ class _Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
+        self.on_lost(self)
         if self._waiter is not None:
             self._finish(self._lost(exc or _closed()))
 
@@ -107,9 +112,7 @@ class _Connection(asyncio.BufferedProtocol):
         self.reader.reset()
         self._reused = self._answered > 0
         self._waiter = waiter = loop.create_future()
-        if self._read_timeout is not None:
-            self._last_read = loop.time()
-            self._timer = loop.call_at(self._last_read + self._read_timeout, self._check)
+        self.last_read = loop.time()
         try:
             self.transport.write(head)
             if body is not None:
@@ -130,21 +133,19 @@ class _Connection(asyncio.BufferedProtocol):
             return _Resend()
         return exc
 
-    def _check(self) -> None:
-        """The read timer: fires when nothing arrived for ``read_timeout`` seconds since the last read."""
-        assert self._read_timeout is not None
-        due = self._last_read + self._read_timeout
-        if self._loop.time() < due:
-            self._timer = self._loop.call_at(due, self._check)
-            return
-        self._timer = None
-        self._finish(_ReadTimeout(f"no byte of the answer for {self._read_timeout} s"))
-        self.close()
+    @property
+    def busy(self) -> bool:
+        """Whether a request waits for its answer."""
+        return self._waiter is not None
+
+    def expire(self, now: float) -> None:
+        """Fail the request in flight when nothing arrived for ``read_timeout`` seconds."""
+        timeout = self._read_timeout
+        if self._waiter is not None and timeout is not None and now - self.last_read >= timeout:
+            self._finish(_ReadTimeout(f"no byte of the answer for {timeout} s"))
+            self.close()
 
     def _finish(self, error: BaseException | None) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():
             if error is None:
@@ -175,6 +176,10 @@ class AsyncioTransport:
         self._open = 0  # connections open or opening, idle ones included
         self._waiting: collections.deque[asyncio.Future[_Connection | None]] = collections.deque()
         self._pool = 0  # counts the pools :meth:`close` ended
+        self._connections: set[_Connection] = set()  # those open, for the read timeouts
+        self._sweeping: asyncio.AbstractEventLoop | None = None  # the loop the timeouts are looked at on
+        # how often the read timeouts are looked at: a timeout fires at most a tenth of itself late
+        self._tick = None if self._read_timeout is None else min(1.0, max(0.01, self._read_timeout / 10))
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         loop = asyncio.get_running_loop()
@@ -191,7 +196,10 @@ class AsyncioTransport:
         head, body = message(request)
         loop = self._running_loop()
         for resend in (True, False):
-            connection = await self._acquire(loop, url)
+            connection = self._idle_connection() or await self._acquire(loop, url)
+            if self._sweeping is not loop and self._tick is not None:
+                self._sweeping = loop
+                loop.call_later(self._tick, self._sweep, loop)
             try:
                 await connection.exchange(head, body)
             except _Resend as exc:
@@ -212,15 +220,34 @@ class AsyncioTransport:
             return answer
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _sweep(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Fail the requests that waited ``read_timeout`` for a byte; look again while any is in flight
+        (one timer for all, rather than one per request)."""
+        now = loop.time()
+        busy = [connection for connection in self._connections if connection.busy]
+        for connection in busy:
+            connection.expire(now)
+        if busy and self._tick is not None:
+            loop.call_later(self._tick, self._sweep, loop)
+        elif self._sweeping is loop:
+            self._sweeping = None
+
+    def _idle_connection(self) -> _Connection | None:
+        """An idle connection still open, or ``None``."""
+        while self._idle:
+            connection = self._idle.pop()
+            if not connection.lost and not (connection.transport and connection.transport.is_closing()):
+                return connection
+            connection.close()
+            self._open -= 1
+        return None
+
     async def _acquire(self, loop: asyncio.AbstractEventLoop, url: str) -> _Connection:
         """An idle connection, a new one while fewer than the limit are open, else the next one freed."""
         while True:
-            while self._idle:
-                connection = self._idle.pop()
-                if not connection.lost and not (connection.transport and connection.transport.is_closing()):
-                    return connection
-                connection.close()
-                self._open -= 1
+            connection = self._idle_connection()
+            if connection is not None:
+                return connection
             if self._open < self._limit:
                 self._open += 1
                 try:
@@ -259,6 +286,8 @@ class AsyncioTransport:
             raise connect_error(TimeoutError(str(exc) or "timed out"), url) from exc
         assert connection.transport is not None
         connection.pool = self._pool
+        self._connections.add(connection)
+        connection.on_lost = self._connections.discard
         sock = connection.transport.get_extra_info("socket")
         if sock is not None:
             for option in self._socket_options:

@@ -119,3 +119,27 @@ def test_async_client_runs_on_uvloop(front: SageMakerFront, runtime_factory: Cal
         assert loop.run_until_complete(main()) == list(range(16))
     finally:
         loop.close()
+
+
+def test_async_client_times_out_on_the_loop_it_serves_after_close(
+    front: SageMakerFront, runtime_factory: Callable[..., Any]
+) -> None:
+    from mme_triton.errors import InferenceError
+
+    client = AsyncMMEClient(front.endpoint, runtime_client=runtime_factory(front.url, read_timeout=0.5))
+
+    async def first() -> None:
+        await client.infer("echo.tar.gz", _row(1))
+        await client.close()
+
+    async def slow() -> str | None:
+        try:
+            with pytest.raises(InferenceError) as caught:
+                await client.infer("echo.tar.gz", _row(2))
+        finally:
+            await client.close()
+        return caught.value.error_code
+
+    asyncio.run(first())
+    front.script(1.5)
+    assert asyncio.run(slow()) == "ReadTimeoutError"
