@@ -8,7 +8,8 @@ model (``linear``: [1,4] -> [1,3], binary tensors), and in one run, each mode fo
 - ``route, raw HTTP`` — the stack's InvokeEndpoint route (``POST /endpoints/<name>/invocations``, the
   request SageMaker's runtime receives) driven by a raw load generator: the body encoded once, no SigV4,
   one keep-alive ``http.client`` connection per thread, ``--threads`` threads;
-- ``route, raw aiohttp`` — the same route from aiohttp, ``--in-flight`` requests on one event loop;
+- ``route, raw aiohttp`` — the same route from aiohttp (in the ``dev`` extra), ``--in-flight`` requests
+  on one event loop;
 - ``MMEClient`` — ``infer`` end to end (encode, sign, send, decode) through the route, ``--threads``
   threads sharing one client (its fast path);
 - ``MMEClient (botocore)`` — the same with ``fast_path=False``: every request through boto3's

@@ -10,9 +10,9 @@ call as a generator of *steps* it asks its driver to carry out:
 - a ``float`` — wait that many seconds.
 
 A driver's failure is thrown into the generator where it asked, as a botocore exception. ``MMEClient``
-carries the steps out on its thread (urllib3, ``time.sleep``); ``AsyncMMEClient`` awaits them on the event
-loop (aiohttp, ``asyncio.sleep``). The decisions (which path, when to retry, how long to wait, what to
-raise) are made here once, for both.
+carries the steps out on its thread (its sockets, ``time.sleep``); ``AsyncMMEClient`` awaits them on the
+event loop (its protocol, ``asyncio.sleep``). The decisions (which path, when to retry, how long to wait,
+what to raise) are made here once, for both.
 """
 
 from __future__ import annotations

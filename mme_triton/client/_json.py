@@ -424,15 +424,18 @@ def loads_tensors(data: bytes | bytearray | memoryview, numeric: Mapping[str, st
     With pysimdjson installed (and ``use_simdjson``), the ``data`` array of every entry of ``inputs``
     or ``outputs`` whose ``datatype`` is a key of ``numeric`` (datatype -> numpy kind "f", "i" or
     "u") is a :class:`NumberArray`; the rest is what :func:`loads` gives. Long flat arrays are cut
-    out and read in pieces (:func:`_read_cut`). Documents pysimdjson refuses (invalid UTF-8 strings,
-    NaN literals, integers beyond 64 bits, repeated keys, not JSON) are read by :func:`loads`, which
-    decides.
+    out and read in pieces (:func:`_read_cut`). A document without a ``"data"`` key (the header of a
+    binary body) is read by :func:`loads`: it has no tensor data to leave. Documents pysimdjson refuses
+    (invalid UTF-8 strings, NaN literals, integers beyond 64 bits, repeated keys, not JSON) are read by
+    :func:`loads`, which decides.
 
     Raises:
         ValueError: not JSON.
     """
     if use_simdjson and _simdjson is not None:
         text = data if isinstance(data, bytes) else bytes(data)
+        if _DATA_KEY not in text:  # no tensor data in JSON (a binary answer's header): nothing to leave
+            return loads(text)
         cut_header = _read_cut(text, numeric)
         if cut_header is not None:
             return cut_header

@@ -8,8 +8,9 @@ and runs them directly:
 - the request: botocore's ``rest-json`` serializer and parameter validator over the service model's
   InvokeEndpoint, and the URL botocore's endpoint rules resolve for the client (custom ``endpoint_url``,
   region, FIPS and dual-stack included), joined by botocore's ``prepare_request_dict``;
-- the signature: the client's own ``RequestSigner`` hands out its SigV4 signer with credentials frozen
-  from the client's credential provider (refreshed by it when they expire);
+- the signature: SigV4 as the client's own ``RequestSigner`` signs, with credentials frozen from the
+  client's credential provider (refreshed by it when they expire), by botocore's ``SigV4Auth`` once for
+  each kind of request (``_signing.py``);
 - the answer: a 2xx answer is the body and its ``Content-Type``; any other is parsed by botocore's parser
   for the protocol (modeled error fields included) and raised as the client's own ``ClientError`` class;
 - the retries: botocore's retry handler of the client decides (``needs-retry``, whatever ``retries``
@@ -33,17 +34,16 @@ from collections.abc import Mapping
 from typing import Any
 
 import botocore
-from botocore import auth
-from botocore.auth import SIGNED_HEADERS_BLACKLIST, SigV4Auth
 from botocore.awsrequest import HeadersDict, prepare_request_dict
 from botocore.endpoint import convert_to_response_dict
-from botocore.exceptions import ClientError, NoRegionError
+from botocore.exceptions import ClientError
 from botocore.handlers import add_recursion_detection_header
 from botocore.httpsession import URLLib3Session
 from botocore.serialize import create_serializer
 from botocore.validate import validate_parameters
 
 from mme_triton._sagemaker import error_code
+from mme_triton.client._signing import Signer, remember
 
 __all__ = ["Answer", "Wire", "WireRequest"]
 
@@ -88,39 +88,6 @@ _KNOWN_HANDLERS = frozenset(
         "botocore.retries.standard.RetryQuotaChecker.release_retry_quota",  # Wire.succeeded
     }
 )
-
-
-@functools.lru_cache(maxsize=64)
-def _host(url: str) -> str:
-    host: str = auth._host_from_url(url)  # type: ignore[attr-defined]
-    return host
-
-
-class _HeadersToSign(dict[str, str]):
-    """The headers to sign as a dict: what ``SigV4Auth`` reads of botocore's map (``get_all``, iteration,
-    membership) for a request whose header names are distinct."""
-
-    def get_all(self, name: str) -> list[str]:
-        return [self[name]]
-
-
-class _SigV4(SigV4Auth):
-    """botocore's SigV4 signer, its map of the headers to sign kept in a dict.
-
-    ``SigV4Auth`` builds that map twice per request in an ``email.message``-based ``HTTPHeaders`` and parses
-    the URL for its host each time, which costs as much as the rest of the signature; the canonical
-    request, the string to sign, the key derivation and the HMACs are botocore's, unchanged.
-    """
-
-    def headers_to_sign(self, request: Any) -> Any:
-        signed = _HeadersToSign()
-        for name, value in request.headers.items():
-            lowered = name.lower()
-            if lowered not in SIGNED_HEADERS_BLACKLIST:
-                signed[lowered] = value
-        if "host" not in signed:
-            signed["host"] = _host(request.url)
-        return signed
 
 
 class _Unsupported(Exception):
@@ -256,6 +223,8 @@ class Wire:
         #: the URL botocore's endpoint rules resolve for the client (a given ``endpoint_url`` as it is)
         self.endpoint_url: str = url
         self._urls: dict[str, str] = {}
+        self._built: dict[tuple[tuple[str, Any], ...], tuple[str, dict[str, str]]] = {}
+        self._signing = Signer(self._signer)
         self._retried = False
 
     @classmethod
@@ -308,31 +277,45 @@ class Wire:
     def request(self, params: Mapping[str, Any]) -> WireRequest:
         """InvokeEndpoint with ``params`` (as ``invoke_endpoint`` takes them), signed.
 
+        botocore's validator and serializer run once for each set of parameters but the body: what they
+        make of them (the URL, the headers) is kept, and a ``bytes`` or ``bytearray`` body, which both
+        take as it is, is joined to it (a client's requests repeat their endpoint, model and content
+        type). Any other body goes through both every time.
+
         Raises:
             ParamValidationError: botocore refuses the parameters (when the client validates them).
             NoCredentialsError, NoRegionError: the client has no credentials or region to sign with.
         """
+        body = params.get("Body")
+        name: tuple[tuple[str, Any], ...] | None = None
+        built = None
+        if type(body) is bytes or type(body) is bytearray:
+            name = tuple([item for item in params.items() if item[0] != "Body"])
+            try:
+                built = self._built.get(name)
+            except TypeError:  # an unhashable parameter: botocore's validator says what it makes of it
+                name = None
+        if built is None:
+            url, fixed, body = self._build(params)
+            if name is not None:
+                remember(self._built, name, (url, fixed))
+        else:
+            url, fixed = built
+        serialized = {"headers": dict(fixed)}
+        add_recursion_detection_header(serialized)  # per request: it reads the environment
+        request = WireRequest("POST", url, serialized["headers"], body)
+        if self._signer.signature_version is not botocore.UNSIGNED:
+            self._signing.sign(request)
+        return request
+
+    def _build(self, params: Mapping[str, Any]) -> tuple[str, dict[str, str], Any]:
+        """The URL, the headers and the body botocore's validator and serializer make of ``params``."""
         if self._validate:
             validate_parameters(params, self.operation.input_shape)
         serialized = self._serializer.serialize_to_request(params, self.operation)
-        add_recursion_detection_header(serialized)
         headers: dict[str, str] = serialized["headers"]
         headers["User-Agent"] = self._user_agent
-        request = WireRequest("POST", self.url(serialized["url_path"]), headers, serialized["body"])
-        if self._signer.signature_version is not botocore.UNSIGNED:
-            self._sign(request)
-        return request
-
-    def _sign(self, request: WireRequest) -> None:
-        """Sign as the client's ``RequestSigner.get_auth_instance`` does for ``v4``: credentials frozen
-        from its provider (refreshed first when they are about to expire), its signing name and region."""
-        region = self._signer.region_name
-        if region is None:
-            raise NoRegionError()
-        credentials = self._credentials
-        frozen = credentials.get_frozen_credentials() if credentials is not None else None
-        signer: Any = _SigV4
-        signer(frozen, self._signer.signing_name, region).add_auth(request)
+        return self.url(serialized["url_path"]), headers, serialized["body"]
 
     # -- the answer ----------------------------------------------------------------------------------
 

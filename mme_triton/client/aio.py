@@ -2,8 +2,8 @@
 
 The same client as :class:`~mme_triton.client.client.MMEClient` — the same configuration, codec, retries
 and errors, from the same :class:`~mme_triton.client._core.ClientCore` — whose steps are awaited on the
-running event loop: the fast path's requests with aiohttp (one ``ClientSession`` per client, its
-connections kept alive and pooled), the waits with ``asyncio.sleep``, a split request's parts as tasks.
+running event loop: the fast path's requests over the client's own keep-alive connections
+(``_aio_transport.py``), the waits with ``asyncio.sleep``, a split request's parts as tasks.
 What must block (botocore's ``invoke_endpoint`` where the fast path cannot go, a credentials refresh,
 ``models()``) runs on the loop's default executor, so the loop keeps serving other requests.
 """
@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import numpy as np
 from botocore.exceptions import BotoCoreError, ClientError
 
+from mme_triton.client._aio_transport import AsyncioTransport
 from mme_triton.client._core import (
     REFRESH,
     Blocking,
@@ -30,7 +31,6 @@ from mme_triton.client._core import (
     call_botocore,
 )
 from mme_triton.client._request import Inputs, Outputs
-from mme_triton.client._transports import AiohttpTransport
 
 __all__ = ["AsyncMMEClient"]
 
@@ -43,13 +43,14 @@ class AsyncMMEClient(ClientCore):
 
     It takes the same parameters as ``MMEClient`` and its methods are coroutines with the same
     parameters, results and exceptions. One client serves any number of concurrent tasks on the event
-    loop it is first used on (make one client per loop); requests beyond the connection pool
-    (``max_pool_connections`` of ``boto_config``, by default ``max(10, max_concurrency)``) wait for a
-    free connection. Close it with ``async with`` or :meth:`close`.
+    loop it is first used on (make one client per loop); at most ``max_pool_connections`` (of
+    ``boto_config``, by default ``max(10, max_concurrency)``) connections are open at once, and requests
+    beyond them wait for a free one. Close it with ``async with`` or :meth:`close`.
 
-    Requests go out with aiohttp, built, signed and retried by botocore's own parts as ``MMEClient``'s
-    are; a configuration that needs botocore's whole call (an event handler on :attr:`runtime_client`,
-    ``adaptive`` retries, a proxy) sends through ``invoke_endpoint`` on the loop's default executor.
+    Requests go out over connections of the client's own on the event loop, built, signed and retried
+    by botocore's own parts as ``MMEClient``'s are; a configuration that needs botocore's whole call (an
+    event handler on :attr:`runtime_client`, ``adaptive`` retries, a proxy) sends through
+    ``invoke_endpoint`` on the loop's default executor.
 
     Example::
 
@@ -60,7 +61,7 @@ class AsyncMMEClient(ClientCore):
     """
 
     def _init_transport(self) -> None:
-        self._http = AiohttpTransport(self._wire) if self._wire is not None else None
+        self._http = AsyncioTransport(self._wire) if self._wire is not None else None
 
     async def __aenter__(self) -> AsyncMMEClient:
         return self
@@ -69,8 +70,8 @@ class AsyncMMEClient(ClientCore):
         await self.close()
 
     async def close(self) -> None:
-        """Close the client's connections (its aiohttp session, and the ``sagemaker-runtime`` client's
-        when the client made it itself)."""
+        """Close the client's connections (and the ``sagemaker-runtime`` client's when the client made it
+        itself); those answering a request close once answered."""
         if self._http is not None:
             await self._http.close()
         if self._own_runtime:

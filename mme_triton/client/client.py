@@ -9,7 +9,7 @@ stage). It keeps no mutable state between calls, so one instance can serve many 
 
 Everything but the waiting is :class:`~mme_triton.client._core.ClientCore`'s, shared with
 :class:`~mme_triton.client.aio.AsyncMMEClient`; this module carries its steps out on the calling thread:
-the fast path's requests through the botocore client's urllib3 pools, the others through its
+the fast path's requests over sockets of the client's own (``_transports``), the others through its
 ``invoke_endpoint``, the waits with ``time.sleep``, a split request's parts on a thread pool.
 """
 
@@ -36,7 +36,7 @@ from mme_triton.client._core import (
     call_botocore,
 )
 from mme_triton.client._request import Inputs, Outputs
-from mme_triton.client._transports import HTTPClientTransport
+from mme_triton.client._transports import SocketTransport
 
 __all__ = ["MAX_PAYLOAD_BYTES", "MMEClient"]
 
@@ -53,7 +53,7 @@ class MMEClient(ClientCore):
 
     Requests are built, signed and retried by botocore's own parts (its serializer, SigV4 signer,
     credential providers and retry handler, all from the ``sagemaker-runtime`` client below) and sent
-    over keep-alive connections of the client's own (``http.client``), without the rest of
+    over keep-alive connections of the client's own (HTTP/1.1 on its own sockets), without the rest of
     ``invoke_endpoint``'s per-call work. A configuration that needs botocore's whole call (an event
     handler registered on the client, ``adaptive`` retries, a proxy, an instrumented client; see
     docs/client.md) goes through ``invoke_endpoint``.
@@ -112,7 +112,7 @@ class MMEClient(ClientCore):
             self._runtime.close()
 
     def _init_transport(self) -> None:
-        self._http = HTTPClientTransport(self._wire) if self._wire is not None else None
+        self._http = SocketTransport(self._wire) if self._wire is not None else None
 
     def infer(
         self,

@@ -26,7 +26,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from mme_triton.client import _json, _memory
+from mme_triton.client import _header_memo, _json, _memory
 from mme_triton.client._tensors import (
     NUMERIC_DATATYPES,
     EncodedTensor,
@@ -389,6 +389,13 @@ def encode_request(
     Example:
         >>> body, content_type = encode_request({"x": np.zeros((2, 3), np.float32)}, ["y"])
     """
+    form = None
+    plain = outputs is None and binary is True and not parameters and request_id is None
+    if plain and binary_outputs is None and type(inputs) is dict:
+        form = _header_memo.request_form(inputs)
+        joined = None if form is None else _header_memo.join_request(form, inputs)
+        if joined is not None:  # inputs of a form encoded before: its header, then their bytes
+            return joined
     request_parameters = _check_parameters(parameters)
     tensors = _input_tensors(inputs, binary)
     requested = _requested_outputs(outputs, binary, binary_outputs, request_parameters)
@@ -400,7 +407,10 @@ def encode_request(
         header["outputs"] = requested
     if request_parameters:
         header["parameters"] = request_parameters
-    return _assemble(header, tensors)
+    body, content_type = _assemble(header, tensors)
+    if form is not None:
+        _header_memo.remember_request(form, body, content_type)
+    return body, content_type
 
 
 def encode_response(
@@ -604,7 +614,16 @@ def decode_response(
         array([0, 1, 2])
         >>> # from InvokeEndpoint: decode_response(answer["Body"].read(), answer["ContentType"])
     """
-    return decode_response_full(body, content_type, copy=copy, header_size=header_size).outputs
+    known = type(body) is bytes and header_size is None and isinstance(content_type, str)
+    if known:
+        # an answer whose header was read before: its outputs are cut from the body where they were
+        outputs = _header_memo.cut_answer(cast(bytes, body), cast(str, content_type), copy)
+        if outputs is not None:
+            return outputs
+    outputs = decode_response_full(body, content_type, copy=copy, header_size=header_size).outputs
+    if known:
+        _header_memo.remember_answer(cast(bytes, body), cast(str, content_type))
+    return outputs
 
 
 def decode_request(

@@ -200,6 +200,8 @@ class SageMakerFront:
         self._script: collections.deque[RuntimeResponse | float | None] = collections.deque()
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
+        #: connections accepted so far
+        self.accepted = 0
         front = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -226,6 +228,7 @@ class SageMakerFront:
                 sock, address = super().get_request()
                 with front._lock:
                     front._sockets.append(sock)
+                    front.accepted += 1
                 return sock, address
 
         self._httpd = Server(("127.0.0.1", 0), Handler)

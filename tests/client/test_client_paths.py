@@ -11,7 +11,7 @@ import asyncio
 import datetime
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,15 +19,10 @@ import boto3
 import botocore.auth
 import numpy as np
 import pytest
-from botocore.awsrequest import AWSResponse
-from botocore.config import Config
 from botocore.credentials import CredentialProvider, RefreshableCredentials
-from botocore.stub import Stubber
 from urllib3.exceptions import InsecureRequestWarning
 
 from mme_triton import AsyncMMEClient, MMEClient, decode_response, encode_request
-from mme_triton.client._request import Request
-from mme_triton.client._wire import Wire
 from mme_triton.errors import InferenceError, PayloadTooLargeError
 
 if TYPE_CHECKING:
@@ -36,187 +31,6 @@ if TYPE_CHECKING:
 REGION = "eu-west-1"
 NOW = datetime.datetime(2026, 12, 6, 1, 2, 3)
 GOOD_INPUT = np.arange(6, dtype=np.float32).reshape(2, 3)
-
-
-class _Body:
-    def stream(self, **_: Any) -> Iterator[bytes]:
-        yield b"{}"
-
-
-def _runtime(url: str = "http://127.0.0.1:9", token: str | None = None, **config: Any) -> Any:
-    session = boto3.Session(
-        aws_access_key_id="AKIDEXAMPLE",
-        aws_secret_access_key="secret/example",
-        aws_session_token=token,
-        region_name=REGION,
-    )
-    return session.client("sagemaker-runtime", endpoint_url=url, config=Config(**config))
-
-
-def _botocore_sends(runtime: Any, params: dict[str, Any]) -> tuple[str, dict[str, str]]:
-    """The URL and headers botocore's ``invoke_endpoint`` puts on the wire for ``params`` (nothing sent)."""
-    seen: dict[str, Any] = {}
-
-    def capture(request: Any, **_: Any) -> AWSResponse:
-        seen["url"] = request.url
-        seen["headers"] = {
-            name: value.decode() if isinstance(value, bytes) else value
-            for name, value in request.headers.items()
-        }
-        return AWSResponse(request.url, 200, {"Content-Type": "application/json"}, _Body())
-
-    runtime.meta.events.register("before-send.sagemaker-runtime.InvokeEndpoint", capture)
-    try:
-        runtime.invoke_endpoint(**params)
-    finally:
-        runtime.meta.events.unregister("before-send.sagemaker-runtime.InvokeEndpoint", capture)
-    return seen["url"], seen["headers"]
-
-
-@pytest.mark.parametrize(
-    ("url", "token", "extra"),
-    [
-        ("http://127.0.0.1:9", None, {}),
-        ("https://runtime.example.com", "session-token", {}),
-        ("http://127.0.0.1:9/some/prefix/", None, {"CustomAttributes": "k=v; x", "InferenceId": "id-1"}),
-        ("http://localhost:8080", "t", {"TargetModel": "\u00e9cho with space.tar.gz"}),
-    ],
-    ids=["plain", "https-session-token", "path-prefix-and-optional-headers", "non-ascii-target-model"],
-)
-def test_fast_path_signs_as_botocore_signs(
-    monkeypatch: pytest.MonkeyPatch, url: str, token: str | None, extra: dict[str, str]
-) -> None:
-    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: NOW)
-    runtime = _runtime(url, token)
-    params: dict[str, Any] = {
-        "EndpointName": "my endpoint/x",
-        "TargetModel": "linear.tar.gz",
-        "ContentType": "application/vnd.sagemaker-triton.binary+json;json-header-size=12",
-        "Body": b'{"inputs":[]}',
-        **extra,
-    }
-    wire, refusal = Wire.of(runtime)
-    assert wire is not None, refusal
-    ours = wire.request(params)
-    url_sent, theirs = _botocore_sends(runtime, params)
-    assert ours.url == url_sent
-    assert ours.headers["Authorization"] == theirs["Authorization"]
-    assert ours.headers["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261206/")
-    telemetry = {"amz-sdk-invocation-id", "amz-sdk-request", "Content-Length"}
-    assert ours.headers == {name: value for name, value in theirs.items() if name not in telemetry}
-
-
-def test_fast_path_sends_unsigned_when_the_client_does() -> None:
-    runtime = _runtime(signature_version=botocore.UNSIGNED)
-    params = {
-        "EndpointName": "ep",
-        "TargetModel": "m.tar.gz",
-        "ContentType": "application/json",
-        "Body": b"{}",
-    }
-    wire, _ = Wire.of(runtime)
-    assert wire is not None
-    assert "Authorization" not in wire.request(params).headers
-    assert "Authorization" not in _botocore_sends(runtime, params)[1]
-
-
-def test_request_can_name_an_inference_component_instead_of_a_target_model() -> None:
-    """The request names its target by an InvokeEndpoint parameter: both paths serialize it by the
-    service model, so a request for an inference component travels without code of its own."""
-    request = Request(
-        target="my-component", outputs=None, binary=True, binary_outputs=None, copy=False,
-        parameters=None, request_id=None, custom_attributes=None, inference_id=None,
-        target_param="InferenceComponentName",
-    )  # fmt: skip
-    params = request.params("ep", b"{}", "application/json")
-    assert request.target_model is None
-    wire, _ = Wire.of(_runtime())
-    assert wire is not None
-    headers = wire.request(params).headers
-    assert headers["X-Amzn-SageMaker-Inference-Component"] == "my-component"
-    assert not any("target-model" in name.lower() for name in headers)
-
-
-# -- which path a configuration takes ----------------------------------------------------------------
-
-
-def _hooked(event: str) -> Any:
-    runtime = _runtime()
-    runtime.meta.events.register(event, lambda **_: None)
-    return runtime
-
-
-def _session_hooked() -> Any:
-    session = boto3.Session(aws_access_key_id="a", aws_secret_access_key="b", region_name=REGION)
-    session.events.register("before-call", lambda **_: None)
-    return session.client("sagemaker-runtime", endpoint_url="http://127.0.0.1:9")
-
-
-def _stubbed() -> Any:
-    runtime = _runtime()
-    Stubber(runtime).activate()
-    return runtime
-
-
-def _instrumented() -> Any:
-    runtime = _runtime()
-    original = runtime._make_api_call
-    runtime._make_api_call = lambda *args, **kwargs: original(*args, **kwargs)
-    return runtime
-
-
-@pytest.mark.parametrize(
-    ("make_runtime", "fast"),
-    [
-        (_runtime, True),
-        (lambda: _runtime(retries={"mode": "legacy"}), True),
-        (lambda: _runtime(retries={"mode": "standard", "total_max_attempts": 5}), True),
-        (lambda: _hooked("before-send.sagemaker-runtime.InvokeEndpoint"), False),
-        (lambda: _hooked("before-call"), False),
-        (lambda: _hooked("needs-retry.sagemaker-runtime"), False),
-        (_session_hooked, False),
-        (_stubbed, False),
-        (lambda: _runtime(retries={"mode": "adaptive"}), False),
-        (lambda: _runtime(proxies={"http": "http://127.0.0.1:3128"}), False),
-        (_instrumented, False),
-    ],
-    ids=[
-        "plain",
-        "legacy-retries",
-        "standard-retries",
-        "before-send-hook",
-        "before-call-hook",
-        "needs-retry-hook",
-        "session-hook",
-        "stubber",
-        "adaptive-retries",
-        "proxy",
-        "instrumented",
-    ],
-)
-def test_client_takes_botocore_where_the_configuration_needs_it(
-    make_runtime: Callable[[], Any], fast: bool
-) -> None:
-    assert MMEClient("ep", runtime_client=make_runtime()).fast_path is fast
-    assert AsyncMMEClient("ep", runtime_client=make_runtime()).fast_path is fast
-
-
-def test_client_notices_a_hook_registered_after_it_was_made() -> None:
-    runtime = _runtime()
-    client = MMEClient("ep", runtime_client=runtime)
-    assert client.fast_path
-
-    def hook(**_: Any) -> None:
-        pass
-
-    runtime.meta.events.register("before-send.sagemaker-runtime.InvokeEndpoint", hook)
-    assert not client.fast_path
-    runtime.meta.events.unregister("before-send.sagemaker-runtime.InvokeEndpoint", hook)
-    assert client.fast_path
-
-
-def test_client_fast_path_can_be_turned_off() -> None:
-    assert not MMEClient("ep", runtime_client=_runtime(), fast_path=False).fast_path
 
 
 # -- against the front ---------------------------------------------------------------------------------
@@ -315,6 +129,20 @@ def test_read_timeout_after_the_retries_raises_inference_error(
         client.infer("echo.tar.gz", {"IN_FP32": GOOD_INPUT})
     assert caught.value.error_code == "ReadTimeoutError"
     assert caught.value.target_model == "echo.tar.gz"
+
+
+@pytest.mark.triton
+def test_read_timeout_on_a_kept_alive_connection_is_not_sent_again(
+    front: SageMakerFront, make_client: Callable[..., Any]
+) -> None:
+    """Only a connection that fails before any answer starts is resent on; a slow answer is a timeout."""
+    client = make_client(config={"read_timeout": 0.5})  # one attempt (runtime_factory)
+    client.infer("echo.tar.gz", {"IN_FP32": GOOD_INPUT})
+    front.script(1.5)
+    with pytest.raises(InferenceError) as caught:
+        client.infer("echo.tar.gz", {"IN_FP32": GOOD_INPUT})
+    assert caught.value.error_code == "ReadTimeoutError"
+    assert len(front.seen()) == 2
 
 
 @pytest.mark.triton
@@ -450,3 +278,14 @@ def test_client_takes_botocore_while_motos_mock_is_on() -> None:
         answer, _ = client.infer_raw("m.tar.gz", b"{}", "application/json")
         assert answer  # moto's canned answer for InvokeEndpoint
     assert client.fast_path
+
+
+@pytest.mark.triton
+def test_line_break_in_a_header_value_is_refused_before_anything_is_sent(
+    front: SageMakerFront, make_client: Callable[..., Any]
+) -> None:
+    client = make_client()
+    with pytest.raises(InferenceError) as caught:
+        client.infer("echo.tar.gz", {"IN_FP32": GOOD_INPUT}, custom_attributes="a=b\r\nX-Injected: 1")
+    assert caught.value.error_code == "HTTPClientError"
+    assert front.seen() == []

@@ -183,6 +183,8 @@ def test_decode_response_simdjson_sees_nesting_beside_strings_with_brackets(
         b'{"outputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1e400]}]}',
         b'{"outputs":[{"name":"x","datatype":"FP32","sh\\u0000ape":[1],"data":[1.5]}],"p\\u0000":1}',
         b'{"outputs\\u0000":[],"outputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1.5]}]}',
+        b'{"outputs":[{"name":"x","datatype":"FP32","shape":[2],"d\\u0061ta":[1.5,2]}]}',
+        b'{"outputs":[{"name":"x","datatype":"FP32","shape":[2],"d\\u0061ta":[1.5,2]}],"outputs":[]}',
     ],
     ids=[
         "nan-literal",
@@ -193,6 +195,8 @@ def test_decode_response_simdjson_sees_nesting_beside_strings_with_brackets(
         "overflow",
         "nul-in-entry-key",
         "nul-in-header-key",
+        "escaped-data-key",
+        "escaped-data-key-repeated-outputs",
     ],
 )
 def test_decode_response_simdjson_leaves_what_it_refuses_to_the_generic_path(
