@@ -211,12 +211,17 @@ class AutoScaler:
             return None
         period = int(self.period)
         end = int(now // period * period)
-        first = math.ceil(max(since, policy.creation_time) / period) * period
-        start = max(first, end - SCALE_IN_DATAPOINTS * period)
+        start = end - SCALE_IN_DATAPOINTS * period
         key = _key(METRICS_NAMESPACE, "InvocationsPerCopy", COMPONENT_METRIC_DIMENSIONS, (name,))
         cells = store.aggregate(key, None, start, end, period)
         sums = {slot: cell.statistic("Sum") or 0.0 for unit in cells.values() for slot, cell in unit.items()}
-        points = [sums.get(slot, 0.0) for slot in range(start, end, period)]
+        # a period with no request counts as 0 once the component's copies served all of it
+        serving = math.ceil(since / period) * period
+        points = [
+            sums.get(slot, 0.0)
+            for slot in range(start, end, period)
+            if slot in sums or slot >= serving
+        ]
         out_cooldown = float(config.get("ScaleOutCooldown", DEFAULT_COOLDOWN))
         in_cooldown = float(config.get("ScaleInCooldown", DEFAULT_COOLDOWN))
         recent = points[-SCALE_OUT_DATAPOINTS:]

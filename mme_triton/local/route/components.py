@@ -30,6 +30,7 @@ import shutil
 import threading
 import time
 import warnings
+from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -105,6 +106,7 @@ class ComponentRuntime:
         self.version = 0
         self._copies: list[CopyRuntime] = []
         self._repositories: dict[int, Path] = {}
+        self._pinned: Counter[int] = Counter()  # versions whose copies are starting
         self._lock = threading.Lock()
         self._apply_lock = threading.Lock()
         self._draw = random.Random()
@@ -158,9 +160,13 @@ class ComponentRuntime:
                     copy.close()
                 self.endpoint.budget.give(len(orphaned))
                 raise CopyStartError(f"Endpoint {self.endpoint.endpoint_name} is not in service.")
+            stoppers = []
             for copy in leaving:
                 copy.retire()
-                self._stop_when_done(copy)
+                stoppers.append(self._stop_when_done(copy))
+            if plan.get("Deleted"):  # a component is gone once its copies have stopped
+                for stopper in stoppers:
+                    stopper.join()
             if started and not self._sampled:
                 self._sample(plan)
         logger.info(
@@ -186,6 +192,18 @@ class ComponentRuntime:
         starting = starting[:allowed]
         if not starting:
             return []
+        with self._lock:
+            self._pinned[version] += 1  # its repository stays while copies of it start
+        try:
+            return self._start_on(starting, version, plan)
+        finally:
+            with self._lock:
+                self._pinned[version] -= 1
+
+    def _start_on(
+        self, starting: list[tuple[str, str]], version: int, plan: Mapping[str, Any]
+    ) -> list[CopyRuntime]:
+        budget = self.endpoint.budget
         try:
             repository = self._repository(version, plan)
         except BaseException:
@@ -231,14 +249,14 @@ class ComponentRuntime:
     def _forget_unused(self) -> None:
         """Delete the repositories no copy serves any more."""
         with self._lock:
-            used = {c.version for c in self._copies}
+            used = {c.version for c in self._copies} | {v for v, n in self._pinned.items() if n > 0}
             doomed = {v: r for v, r in self._repositories.items() if v not in used}
             for version in doomed:
                 del self._repositories[version]
         for repository in doomed.values():
             shutil.rmtree(repository.parent, ignore_errors=True)
 
-    def _stop_when_done(self, copy: CopyRuntime, drain_timeout: float = DRAIN_TIMEOUT) -> None:
+    def _stop_when_done(self, copy: CopyRuntime, drain_timeout: float = DRAIN_TIMEOUT) -> threading.Thread:
         def stop() -> None:
             try:
                 copy.close(drain_timeout=drain_timeout)
@@ -247,7 +265,9 @@ class ComponentRuntime:
                 self.sink.copy_gone(copy.copy_id)
                 self._forget_unused()
 
-        threading.Thread(target=stop, name=f"retire-{copy.copy_id}", daemon=True).start()
+        thread = threading.Thread(target=stop, name=f"retire-{copy.copy_id}", daemon=True)
+        thread.start()
+        return thread
 
     def _sample(self, plan: Mapping[str, Any]) -> None:
         requirements = plan.get("ComputeResourceRequirements") or {}
