@@ -23,6 +23,7 @@ from components_helpers import (
     component_endpoint,
     create_component,
     set_copies,
+    settled,
     upload_model,
     wait_for,
     write_sleep,
@@ -308,3 +309,37 @@ def test_stack_components_publish_their_invocation_metrics(ic_stack: Any) -> Non
     assert statistic("Invocations", variant, "Sum") == 4
     assert statistic("ModelLatency", own, "SampleCount") == 4
     assert statistic("Invocation4XXErrors", own, "Sum") == 0
+
+
+def test_stack_components_update_to_a_new_model_replaces_the_copies(
+    ic_stack: Any, expected_linear: Any
+) -> None:
+    """UpdateInferenceComponent with another model: new copies serve it once they answer, the old ones stop
+    (``Updating`` until then); a specification whose copy cannot start leaves the old copies serving."""
+    sm = ic_stack.client("sagemaker")
+    endpoint = component_endpoint(ic_stack, "update-ep")
+    create_component(ic_stack, "update-ic", endpoint, "scale-model")
+    old = ic_stack.hosting(endpoint).component("update-ic").copies
+    x = np.ones((1, 4), np.float32)
+    sm.update_inference_component(
+        InferenceComponentName="update-ic", Specification={"ModelName": "linear-model"}
+    )
+    updated = settled(ic_stack, "update-ic")
+    assert (updated["InferenceComponentStatus"], updated["Specification"]["ModelName"]) == (
+        "InService",
+        "linear-model",
+    )
+    assert np.allclose(invoke(ic_stack, endpoint, "update-ic", {"INPUT0": x})["OUTPUT0"], expected_linear(x))
+    assert wait_for(lambda: all(copy.triton.pid is None for copy in old), timeout=30)
+    sm.create_model(
+        ModelName="broken-model",
+        ExecutionRoleArn=ic_stack.role_arn,
+        PrimaryContainer={"Image": "img", "ModelDataUrl": f"s3://{ic_stack.default_bucket}/ic/none.tar.gz"},
+    )
+    sm.update_inference_component(
+        InferenceComponentName="update-ic", Specification={"ModelName": "broken-model"}
+    )
+    undone = settled(ic_stack, "update-ic")
+    assert undone["Specification"]["ModelName"] == "linear-model"
+    assert undone["FailureReason"].startswith("Failed to download model data(")
+    assert np.allclose(invoke(ic_stack, endpoint, "update-ic", {"INPUT0": x})["OUTPUT0"], expected_linear(x))

@@ -47,6 +47,7 @@ from mme_triton.local.route._component_metrics import (
 )
 from mme_triton.local.route._copies import CopyRuntime, CopyStartError, prepare_repository
 from mme_triton.local.route.extract import ExtractLimits
+from mme_triton.local.route.limits import DEFAULT_MAX_COPIES
 from mme_triton.local.route.responses import (
     NO_CAPACITY,
     RuntimeResponse,
@@ -67,8 +68,6 @@ __all__ = ["DEFAULT_MAX_COPIES", "ComponentEndpoint", "ComponentRuntime", "CopyB
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_COPIES = 16
-"""The most copies (a Triton each) the stack runs at once, over all its endpoints."""
 DRAIN_TIMEOUT = INVOCATION_TIMEOUT_SECONDS + 5.0
 
 
