@@ -268,7 +268,7 @@ def test_pyproject_license_is_an_spdx_expression() -> None:
     ("fact", "pattern"),
     [
         ("the InferenceComponentName header", r"(?i)x-amzn-sagemaker-inference-component\b"),
-        ("the copy count's scalable dimension", r"""["']sagemaker:inference-component:DesiredCopyCount["']"""),
+        ("the copy count's dimension", r"""["']sagemaker:inference-component:DesiredCopyCount["']"""),
         ("the components' metric namespace", r"""["']/aws/sagemaker/InferenceComponents["']"""),
     ],
     ids=["header", "dimension", "namespace"],

@@ -33,10 +33,11 @@ from mme_triton.errors import LocalStackError
 from mme_triton.local._introspection import StackIntrospection
 from mme_triton.local.aws.metrics import DEFAULT_METRICS_PERIOD, MetricsRecorder, check_metrics_period
 from mme_triton.local.route.budget import FROM_INSTANCE, BudgetSetting, endpoint_budget
-from mme_triton.local.route.components import DEFAULT_MAX_COPIES, CopyBudget
+from mme_triton.local.route.components import CopyBudget
 from mme_triton.local.route.endpoint_runtime import DEFAULT_READY_TIMEOUT
 from mme_triton.local.route.limits import (
     DEFAULT_MAX_COMPRESSION_RATIO,
+    DEFAULT_MAX_COPIES,
     DEFAULT_MAX_INSTANCES,
     DEFAULT_MAX_MEMBERS,
     check_limits,

@@ -22,12 +22,13 @@ from mme_triton._sagemaker import error_code, parse_s3_url
 from mme_triton.errors import LocalStackError
 from mme_triton.local.route._prepare import LoadFailedError, prepare_model
 from mme_triton.local.route.extract import ExtractLimits, ModelArchiveError
+from mme_triton.local.route.limits import DEFAULT_MAX_COPIES
 from mme_triton.local.triton.protocol import TritonLike
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
-__all__ = ["CopyRuntime", "CopyStartError", "object_location", "prepare_repository"]
+__all__ = ["CopyBudget", "CopyRuntime", "CopyStartError", "object_location", "prepare_repository"]
 
 logger = logging.getLogger("mme_triton.local.route.components")
 
@@ -179,3 +180,25 @@ class CopyRuntime:
                 time.monotonic() - started,
             )
         self.triton.stop()
+
+
+class CopyBudget:
+    """How many copies may run on this machine (thread-safe)."""
+
+    def __init__(self, limit: int = DEFAULT_MAX_COPIES) -> None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"max_copies must be an integer >= 1, got {limit!r}")
+        self.limit = limit
+        self.running = 0
+        self._lock = threading.Lock()
+
+    def take(self, wanted: int) -> int:
+        """Reserve up to ``wanted`` copies; returns how many may start."""
+        with self._lock:
+            granted = max(0, min(wanted, self.limit - self.running))
+            self.running += granted
+            return granted
+
+    def give(self, count: int) -> None:
+        with self._lock:
+            self.running = max(0, self.running - count)

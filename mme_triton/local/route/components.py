@@ -45,9 +45,8 @@ from mme_triton.local.route._component_metrics import (
     null_component_sink,
     record_component_call,
 )
-from mme_triton.local.route._copies import CopyRuntime, CopyStartError, prepare_repository
+from mme_triton.local.route._copies import CopyBudget, CopyRuntime, CopyStartError, prepare_repository
 from mme_triton.local.route.extract import ExtractLimits
-from mme_triton.local.route.limits import DEFAULT_MAX_COPIES
 from mme_triton.local.route.responses import (
     NO_CAPACITY,
     RuntimeResponse,
@@ -64,33 +63,11 @@ from mme_triton.local.triton.server import TritonTimeoutError
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
-__all__ = ["DEFAULT_MAX_COPIES", "ComponentEndpoint", "ComponentRuntime", "CopyBudget"]
+__all__ = ["ComponentEndpoint", "ComponentRuntime", "CopyBudget"]
 
 logger = logging.getLogger(__name__)
 
 DRAIN_TIMEOUT = INVOCATION_TIMEOUT_SECONDS + 5.0
-
-
-class CopyBudget:
-    """How many copies may run on this machine (thread-safe)."""
-
-    def __init__(self, limit: int = DEFAULT_MAX_COPIES) -> None:
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"max_copies must be an integer >= 1, got {limit!r}")
-        self.limit = limit
-        self.running = 0
-        self._lock = threading.Lock()
-
-    def take(self, wanted: int) -> int:
-        """Reserve up to ``wanted`` copies; returns how many may start."""
-        with self._lock:
-            granted = max(0, min(wanted, self.limit - self.running))
-            self.running += granted
-            return granted
-
-    def give(self, count: int) -> None:
-        with self._lock:
-            self.running = max(0, self.running - count)
 
 
 class ComponentRuntime:

@@ -44,7 +44,7 @@ from mme_triton.local.route.budget import (
     endpoint_budget,
     machine_memory_limit,
 )
-from mme_triton.local.route.components import DEFAULT_MAX_COPIES, ComponentEndpoint, CopyBudget
+from mme_triton.local.route.components import ComponentEndpoint, CopyBudget
 from mme_triton.local.route.endpoint_runtime import (
     DEFAULT_READY_TIMEOUT,
     EndpointRuntime,
@@ -52,6 +52,7 @@ from mme_triton.local.route.endpoint_runtime import (
 from mme_triton.local.route.instance import InstanceRuntime
 from mme_triton.local.route.limits import (
     DEFAULT_MAX_COMPRESSION_RATIO,
+    DEFAULT_MAX_COPIES,
     DEFAULT_MAX_INSTANCES,
     DEFAULT_MAX_MEMBERS,
     check_limits,
