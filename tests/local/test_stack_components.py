@@ -22,6 +22,7 @@ from api_shapes import ResponseRecorder
 from components_helpers import (
     component_endpoint,
     create_component,
+    error_of,
     set_copies,
     settled,
     upload_model,
@@ -70,15 +71,6 @@ def invoke(
         EndpointName=endpoint, Body=bytes(body), ContentType=content_type, **extra
     )
     return decode_response(answer["Body"].read(), answer["ContentType"])
-
-
-def error_of(call: Any) -> tuple[str, str, int]:
-    from botocore.exceptions import ClientError
-
-    with pytest.raises(ClientError) as raised:
-        call()
-    error = raised.value.response
-    return error["Error"]["Code"], error["Error"]["Message"], error["ResponseMetadata"]["HTTPStatusCode"]
 
 
 def test_stack_components_aws_sample_sequence_in_plain_boto3(ic_stack: Any, expected_linear: Any) -> None:
