@@ -111,6 +111,19 @@ class ComponentEndpoint:
         self._lock = threading.Lock()
         self.closed = False
         """Set by :meth:`close`: copies started after it are stopped again."""
+        self._stop = threading.Event()
+        threading.Thread(target=self._watch, name=f"watch-{endpoint_name}", daemon=True).start()
+
+    def _watch(self, interval: float = 0.5) -> None:
+        """Replace the copies whose Triton exited (a request that finds one first replaces it at once)."""
+        while not self._stop.wait(interval):
+            for runtime in list(self._components.values()):
+                for copy in runtime.copies:
+                    if not copy.retired and copy.triton.returncode is not None:
+                        logger.warning(
+                            "copy %s: its Triton exited (%s)", copy.copy_id, copy.triton.returncode
+                        )
+                        runtime.replace(copy)
 
     def component(self, name: str) -> ComponentRuntime | None:
         """The runtime of a component the endpoint hosts, ``None`` when it hosts none of that name."""
@@ -264,6 +277,7 @@ class ComponentEndpoint:
 
     def close(self) -> None:
         """Stop every component's copies."""
+        self._stop.set()
         with self._lock:
             self.closed = True
             runtimes = list(self._components.values())
