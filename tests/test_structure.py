@@ -56,14 +56,19 @@ def _source(path: Path) -> str:
     ],
 )
 def test_sagemaker_fact_is_defined_only_in_sagemaker_module(fact: str, pattern: str) -> None:
-    copies = [
+    copies = _copies_outside("_sagemaker.py", pattern)
+    assert copies == [], f"{fact} is defined again outside mme_triton/_sagemaker.py:\n" + "\n".join(copies)
+
+
+def _copies_outside(home: str, pattern: str) -> list[str]:
+    """The lines of the package's sources, but ``home``, that ``pattern`` finds (comments aside)."""
+    return [
         f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}"
         for path in SOURCES
-        if path.name != "_sagemaker.py"
+        if path.name != home
         for number, line in enumerate(_source(path).splitlines(), start=1)
         if re.search(pattern, line) and not line.lstrip().startswith("#")
     ]
-    assert copies == [], f"{fact} is defined again outside mme_triton/_sagemaker.py:\n" + "\n".join(copies)
 
 
 @pytest.mark.parametrize(
@@ -262,3 +267,38 @@ def test_pyproject_license_is_an_spdx_expression() -> None:
     assert (PACKAGE.parent / "LICENSE").is_file()
     assert '"setuptools>=77"' in text.split("[build-system]", 1)[1].split("\n[", 1)[0]
     assert "License ::" not in project  # a license classifier beside an expression is refused
+
+
+@pytest.mark.parametrize(
+    ("fact", "pattern"),
+    [
+        ("the InferenceComponentName header", r"(?i)x-amzn-sagemaker-inference-component\b"),
+        ("the copy count's dimension", r"""["']sagemaker:inference-component:DesiredCopyCount["']"""),
+        ("the components' metric namespace", r"""["']/aws/sagemaker/InferenceComponents["']"""),
+    ],
+    ids=["header", "dimension", "namespace"],
+)
+def test_inference_component_fact_is_defined_only_in_its_module(fact: str, pattern: str) -> None:
+    copies = _copies_outside("_inference_components.py", pattern)
+    assert copies == [], (
+        f"{fact} is defined again outside mme_triton/_inference_components.py:\n" + "\n".join(copies)
+    )
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        ("mme_triton.local.route.runtime_server", "INFERENCE_COMPONENT_HEADER"),
+        ("mme_triton.local.route._hosting", "INFERENCE_COMPONENT_HEADER"),
+        ("mme_triton.local.aws.autoscaling", "COPY_COUNT_DIMENSION"),
+        ("mme_triton.local.aws._component_scaling", "COPY_COUNT_DIMENSION"),
+        ("mme_triton.local.aws._components", "place_copy"),
+        ("mme_triton.local.aws.component_metrics", "COMPONENT_METRICS"),
+    ],
+)
+def test_stages_import_the_one_inference_component_definition(module: str, name: str) -> None:
+    """Inference components' names, limits and placement are defined once, in
+    ``mme_triton._inference_components``, for the library and the embedded stack."""
+    from mme_triton import _inference_components
+
+    assert getattr(importlib.import_module(module), name) is getattr(_inference_components, name)
