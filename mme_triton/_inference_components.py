@@ -28,8 +28,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from mme_triton._sagemaker import METRICS_NAMESPACE
+
+if TYPE_CHECKING:
+    from mme_triton.endpoint.instance_specs import InstanceType
 
 __all__ = [
     "COMPONENT_METRICS",
@@ -156,8 +160,9 @@ class Resources:
         )
 
 
-def instance_resources(instance_type: str) -> Resources:
-    """What one instance of ``instance_type`` offers its components' copies.
+def instance_resources(instance_type: str | InstanceType) -> Resources:
+    """What one instance of ``instance_type`` (a name, or an
+    :class:`~mme_triton.endpoint.instance_specs.InstanceType`) offers its components' copies.
 
     Raises:
         ValueError: an instance type the table of :mod:`mme_triton.endpoint.instance_specs` lacks.

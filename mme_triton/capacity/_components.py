@@ -10,9 +10,9 @@ has no copy, and its requests fail until one is placed again). The planner's mod
    ``copy_utilization`` busy on this traffic — what a target-tracking policy on
    ``SageMakerInferenceComponentInvocationsPerCopy`` holds; at least one (scaling to zero is not planned).
 2. **Placing** (:func:`place`): every copy must fit one instance's memory, vCPUs and GPUs, less what the
-   instance keeps for itself (the same reserve as a multi-model endpoint's host memory); copies go to the
-   instance with the most room left (SageMaker's ``SPREAD``), largest copies first. A copy that fits
-   nowhere fails the plan, as SageMaker fails to place it.
+   instance keeps for itself, by the rule the embedded stack places copies with
+   (:mod:`mme_triton._inference_components`: ``SPREAD``, the fewest copies of the same component, then the
+   most free memory). A copy that fits nowhere fails the plan, as SageMaker fails to place it.
 3. **Serving**: a request goes to the copy of its model with the fewest requests outstanding (the
    endpoint's ``LEAST_OUTSTANDING_REQUESTS`` routing; ties drawn at random), or to a copy drawn at random
    (``RANDOM``); each copy is its own Triton — its model instances, dynamic batching, and its executions
@@ -30,30 +30,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import count
 
+from mme_triton._inference_components import ROUTING_STRATEGIES, Resources, instance_resources, place_copy
 from mme_triton.capacity._engine import TIMED_OUT, EngineResult
 from mme_triton.capacity._sharing import SharedProcessors
 from mme_triton.capacity.profile import ModelProfile
-from mme_triton.endpoint.instance_specs import InstanceType, default_reserved_bytes
+from mme_triton.endpoint.instance_specs import InstanceType, MiB
 
-__all__ = ["ROUTING", "Capacity", "Placement", "capacity", "copies_for", "place", "serve"]
+__all__ = ["ROUTING", "Placement", "capacity_bytes", "copies_for", "place", "serve"]
 
-ROUTING = ("LEAST_OUTSTANDING_REQUESTS", "RANDOM")
-"""The routing strategies of an endpoint's ``RoutingConfig``."""
-
-
-@dataclass(frozen=True)
-class Capacity:
-    """What one instance offers inference component copies."""
-
-    memory_bytes: int
-    cpus: float
-    accelerators: int
+ROUTING = ROUTING_STRATEGIES
 
 
-def capacity(kind: InstanceType) -> Capacity:
-    """An instance's room for copies: its host memory less the host reserve, its vCPUs, its GPUs."""
-    reserve = default_reserved_bytes(memory_bytes=kind.memory_bytes, gpus=0, gpu_memory_bytes=0)
-    return Capacity(kind.memory_bytes - reserve, float(kind.vcpus), kind.gpus)
+def capacity_bytes(kind: InstanceType) -> int:
+    """An instance's host memory for copies (:func:`mme_triton._inference_components.instance_resources`)."""
+    return int(instance_resources(kind).memory_mb * MiB)
 
 
 def copy_processors(profile: ModelProfile, kind: InstanceType) -> float:
@@ -81,64 +71,48 @@ class Placement:
 
     instance_of: dict[int, list[int]]
     memory_used: list[int]
-    cpus_used: list[float]
-    accelerators_used: list[int]
     failure: str | None = None
 
 
 def place(
     profiles: Sequence[ModelProfile], copies: Sequence[int], kind: InstanceType, instance_count: int
 ) -> Placement:
-    """Place every copy on one of ``instance_count`` instances (largest copies first, each on the instance
-    with the most room left); the first copy that fits nowhere is the failure."""
-    room = capacity(kind)
-    memory = [0] * instance_count
-    cpus = [0.0] * instance_count
-    accelerators = [0] * instance_count
+    """Place every copy on one of ``instance_count`` instances by the rule the embedded stack places them
+    with (:func:`mme_triton._inference_components.place_copy`, ``SPREAD``), the components in the order of
+    the profiles (the order ``deploy_inference_components`` creates them in); the first copy that fits
+    nowhere is the failure."""
+    offered = instance_resources(kind)
+    free = [offered] * instance_count
     placed: dict[int, list[int]] = {m: [] for m in range(len(profiles))}
-    order = sorted(
-        range(len(profiles)),
-        key=lambda m: (
-            -_accelerators(profiles[m], kind),
-            -profiles[m].component_cpus,
-            -profiles[m].component_memory,
-        ),
-    )
     unplaced = 0
     first: str | None = None
-    for m in order:
-        profile = profiles[m]
-        need_gpu = _accelerators(profile, kind)
+    for m, profile in enumerate(profiles):
+        need = Resources(profile.component_memory / MiB, profile.component_cpus, _accelerators(profile, kind))
+        same = [0] * instance_count
         for _ in range(copies[m]):
-            fits = [
-                i
-                for i in range(instance_count)
-                if memory[i] + profile.component_memory <= room.memory_bytes
-                and cpus[i] + profile.component_cpus <= room.cpus + 1e-9
-                and accelerators[i] + need_gpu <= room.accelerators
-            ]
-            if not fits:
+            chosen = place_copy(free, same, need)
+            if chosen is None:
                 unplaced += 1
                 if first is None:
                     first = (
-                        f"a copy of {profile.name} ({profile.component_memory / 2**20:,.0f} MiB, "
-                        f"{profile.component_cpus:g} cores" + (f", {need_gpu} GPU" if need_gpu else "") + ")"
+                        f"a copy of {profile.name} ({need.memory_mb:,.0f} MiB, {need.cores:g} cores"
+                        + (f", {need.accelerators:g} GPU" if need.accelerators else "")
+                        + ")"
                     )
                 continue
-            best = max(fits, key=lambda i: (room.cpus - cpus[i], room.memory_bytes - memory[i], -i))
-            memory[best] += profile.component_memory
-            cpus[best] += profile.component_cpus
-            accelerators[best] += need_gpu
-            placed[m].append(best)
+            free[chosen] = free[chosen] - need
+            same[chosen] += 1
+            placed[m].append(chosen)
     failure = None
     if unplaced:
         failure = (
             f"{unplaced} of {sum(copies)} component copies fit no instance (first: {first}; an instance "
-            f"offers {room.memory_bytes / 2**20:,.0f} MiB, {room.cpus:g} vCPUs"
-            + (f", {room.accelerators} GPUs" if kind.is_gpu else "")
+            f"offers {offered.memory_mb:,.0f} MiB, {offered.cores:g} vCPUs"
+            + (f", {offered.accelerators:g} GPUs" if kind.is_gpu else "")
             + ")"
         )
-    return Placement(placed, memory, cpus, accelerators, failure)
+    used = [round((offered.memory_mb - room.memory_mb) * MiB) for room in free]
+    return Placement(placed, used, failure)
 
 
 def _accelerators(profile: ModelProfile, kind: InstanceType) -> int:

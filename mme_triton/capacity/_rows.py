@@ -69,9 +69,9 @@ def _row(result: SimulationResult, targets: dict[str, float | None]) -> PlanRow:
     kind = result.instance_type
     budget = kind.memory_budget_bytes
     if result.hosting == "inference-components":
-        from mme_triton.capacity._components import capacity
+        from mme_triton.capacity._components import capacity_bytes
 
-        budget = capacity(kind).memory_bytes
+        budget = capacity_bytes(kind)
     minutes = result.duration_s / 60.0
     waits = result.load_wait_stats()
     cost = None if kind.price_per_hour is None else kind.price_per_hour * result.instance_count
