@@ -67,6 +67,28 @@ def test_sagemaker_fact_is_defined_only_in_sagemaker_module(fact: str, pattern: 
 
 
 @pytest.mark.parametrize(
+    ("fact", "pattern"),
+    [
+        ("the inference component header", r"(?i)x-amzn-sagemaker-inference-component"),
+        ("the namespace of the components' metrics", r"""["']/aws/sagemaker/InferenceComponents["']"""),
+        ("the components' scalable dimension", r"""["']sagemaker:inference-component:"""),
+        ("the components' resource id", r"""["']inference-component/"""),
+    ],
+    ids=["header", "metric-namespace", "scalable-dimension", "resource-id"],
+)
+def test_inference_component_fact_is_defined_only_in_its_module(fact: str, pattern: str) -> None:
+    copies = [
+        f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}"
+        for path in SOURCES
+        if path.name != "_inference_components.py"
+        for number, line in enumerate(_source(path).splitlines(), start=1)
+        if re.search(pattern, line) and not line.lstrip().startswith("#")
+    ]
+    where = "mme_triton/_inference_components.py"
+    assert copies == [], f"{fact} is defined again outside {where}:\n" + "\n".join(copies)
+
+
+@pytest.mark.parametrize(
     ("module", "name", "fact"),
     [
         ("mme_triton.client.client", "MAX_PAYLOAD_BYTES", "MAX_PAYLOAD_BYTES"),
