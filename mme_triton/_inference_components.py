@@ -1,46 +1,54 @@
-"""SageMaker's rules for inference components, each defined once: the library's stages (and the embedded
-stack) import them from here, as they import an MME's rules from :mod:`mme_triton._sagemaker`.
+"""Inference components: SageMaker's rules for them, each defined once, and how copies are placed.
 
-An inference component (IC) is one model hosted on an endpoint whose production variant names no model:
-SageMaker places *copies* of it on the variant's instances, each copy reserving the memory, CPU cores and
-accelerators the component asks for, and routes ``InvokeEndpoint`` calls that name the component
-(``InferenceComponentName``) to one of its copies. What is written here comes from botocore's service
-models (``sagemaker``, ``sagemaker-runtime``, ``application-autoscaling``) and AWS's documentation; where
-only a field report exists, the constant says so.
+An endpoint whose production variant names no model hosts *inference components* (ICs): each a model with
+reserved memory, CPU cores and accelerators per copy and a copy count (``CreateInferenceComponent``,
+``UpdateInferenceComponentRuntimeConfig``), invoked with ``InferenceComponentName``. The library's deployer,
+its client, its metrics reader and the embedded stack read the names, limits and metrics here: the
+component's name (:func:`check_component_name`) and header, the resource minimums, the copy count
+(:data:`MIN_CREATE_COPY_COUNT`), the statuses, an endpoint config made for components
+(:func:`hosts_components`), Application Auto Scaling's view of a component, the metrics, and the library's
+two words for how an endpoint hosts its models (:data:`HOSTINGS`).
 
-- the component name (:func:`component_name_problem`, :func:`check_component_name`) and the header that
-  carries it (:data:`INFERENCE_COMPONENT_HEADER`);
-- ``ComputeResourceRequirements``' lower bounds (:data:`MIN_MEMORY_MB`, :data:`MIN_CPU_CORES`,
-  :data:`MIN_ACCELERATORS`) and the copy count's (:data:`MIN_COPY_COUNT`, :data:`MIN_CREATE_COPY_COUNT`);
-- the component's statuses (:data:`COMPONENT_STATUSES`, :data:`COMPONENT_IN_PROGRESS`);
-- an endpoint config made for components (:func:`hosts_components`);
-- Application Auto Scaling's view of a component (:func:`scaling_resource_id`,
-  :data:`SCALABLE_DIMENSION`, :data:`SCALING_METRIC`) and the alarm that brings one back from zero copies
-  (:data:`NO_CAPACITY_METRIC`);
-- the CloudWatch metrics SageMaker publishes per component (:data:`COMPONENT_METRICS`,
-  :data:`COMPONENT_DIMENSION`) and per variant of a component endpoint (:data:`RESERVATION_METRICS`).
+**Placing a copy** (:func:`place_copy`). AWS documents that SageMaker places each copy on an instance with
+room for its ``ComputeResourceRequirements`` ("the compute resources that SageMaker reserves for each copy")
+and launches instances for copies that fit no instance when ``ManagedInstanceScaling`` is enabled, within its
+``MaxInstanceCount``; it does not document which instance a copy goes to, nor how much of an instance is
+reserved for SageMaker's own agents. Decided once here, for the embedded stack and the capacity planner:
 
-Only the standard library is imported.
+- an instance offers its host memory less :func:`~mme_triton.endpoint.instance_specs.default_reserved_bytes`
+  of a CPU host (what the operating system and SageMaker's agents keep), its vCPUs as CPU cores, and its
+  GPUs as accelerators (:func:`instance_resources`);
+- a copy fits an instance whose free resources cover its ``MinMemoryRequiredInMb``,
+  ``NumberOfCpuCoresRequired`` (0 when not given) and ``NumberOfAcceleratorDevicesRequired`` (0 when not
+  given);
+- among the instances it fits, ``SchedulingConfig.PlacementStrategy`` ``SPREAD`` (the stack's default)
+  takes the one with the fewest copies of the same component, then the most free memory; ``BINPACK`` the
+  one with the least free memory; ties go to the oldest instance.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final, Literal
 
 from mme_triton._sagemaker import INSTANCE_METRICS_NAMESPACE, METRICS_NAMESPACE
 
 __all__ = [
-    "COMPONENT_DIMENSION",
     "COMPONENT_IN_PROGRESS",
     "COMPONENT_METRICS",
     "COMPONENT_METRICS_NAMESPACE",
+    "COMPONENT_METRIC_DIMENSIONS",
     "COMPONENT_NAME_MAX",
     "COMPONENT_NAME_PATTERN",
     "COMPONENT_STATUSES",
+    "COPY_COUNT_DIMENSION",
+    "HOSTINGS",
     "INFERENCE_COMPONENT_HEADER",
+    "INVOCATIONS_PER_COPY",
     "MIN_ACCELERATORS",
     "MIN_COPY_COUNT",
     "MIN_CPU_CORES",
@@ -48,17 +56,28 @@ __all__ = [
     "MIN_MEMORY_MB",
     "NO_CAPACITY_METRIC",
     "RESERVATION_METRICS",
-    "SCALABLE_DIMENSION",
-    "SCALING_METRIC",
+    "RESOURCE_ID_PREFIX",
+    "ROUTING_STRATEGIES",
+    "Hosting",
+    "Resources",
     "check_component_name",
     "component_name_problem",
+    "component_of_resource_id",
     "hosts_components",
-    "scaling_resource_id",
+    "instance_resources",
+    "place_copy",
+    "required_resources",
+    "resource_id",
 ]
 
+Hosting = Literal["mme", "inference-components"]
+HOSTINGS: tuple[Hosting, ...] = ("mme", "inference-components")
+"""How an endpoint hosts its models, in the library's words: ``"mme"``, a multi-model endpoint (one model,
+``Mode=MultiModel``, requests name a ``TargetModel``), or ``"inference-components"`` (a variant with no
+model, one inference component per model, requests name an ``InferenceComponentName``)."""
+
 INFERENCE_COMPONENT_HEADER = "X-Amzn-SageMaker-Inference-Component"
-"""The HTTP header that carries InvokeEndpoint's ``InferenceComponentName`` (botocore's
-``sagemaker-runtime`` model)."""
+"""The HTTP header that carries InvokeEndpoint's ``InferenceComponentName`` (botocore's service model)."""
 
 COMPONENT_NAME_MAX = 63
 """An inference component's name has at most 63 characters."""
@@ -68,18 +87,15 @@ COMPONENT_NAME_PATTERN = r"^[a-zA-Z0-9]([\-a-zA-Z0-9]*[a-zA-Z0-9])?$"
 letter or digit at both ends)."""
 
 MIN_MEMORY_MB = 128
-"""``MinMemoryRequiredInMb`` (required) is at least 128 (MiB)."""
-
+"""``ComputeResourceRequirements.MinMemoryRequiredInMb`` (and ``MaxMemoryRequiredInMb``) are at least 128."""
 MIN_CPU_CORES = 0.25
-"""``NumberOfCpuCoresRequired`` is at least 0.25 cores."""
-
-MIN_ACCELERATORS = 1
-"""``NumberOfAcceleratorDevicesRequired``, when given, is at least 1."""
+"""``NumberOfCpuCoresRequired`` is at least 0.25."""
+MIN_ACCELERATORS = 1.0
+"""``NumberOfAcceleratorDevicesRequired`` is at least 1 when given."""
 
 MIN_COPY_COUNT = 0
 """``RuntimeConfig.CopyCount`` is at least 0 in the API (UpdateInferenceComponentRuntimeConfig parks a
 component at zero copies; Application Auto Scaling takes it there with ``MinCapacity`` 0)."""
-
 MIN_CREATE_COPY_COUNT = 1
 """CreateInferenceComponent refuses a ``CopyCount`` of 0 ("Inference components copy count an integer larger
 than 0", reported from AWS in github.com/stdapi-ai/stdapi.ai issue 43, where botocore's model allows 0): a
@@ -87,49 +103,50 @@ component is created with at least one copy and scaled to zero afterwards."""
 
 COMPONENT_STATUSES = ("InService", "Creating", "Updating", "Failed", "Deleting")
 """``InferenceComponentStatus`` values."""
-
 COMPONENT_IN_PROGRESS = frozenset({"Creating", "Updating", "Deleting"})
 """Statuses a component leaves by itself."""
 
-SCALABLE_DIMENSION = "sagemaker:inference-component:DesiredCopyCount"
-"""Application Auto Scaling's dimension of a component's copy count."""
+RESOURCE_ID_PREFIX = "inference-component/"
+"""Application Auto Scaling's ``ResourceId`` of a component is this prefix and the component's name."""
+COPY_COUNT_DIMENSION: Final = "sagemaker:inference-component:DesiredCopyCount"
+"""Application Auto Scaling's ``ScalableDimension`` of a component's copy count."""
+INVOCATIONS_PER_COPY: Final = "SageMakerInferenceComponentInvocationsPerCopy"
+"""The predefined metric of a target tracking policy on a component (``InvocationsPerCopy``, Sum per
+minute)."""
 
-SCALING_METRIC = "SageMakerInferenceComponentInvocationsPerCopy"
-"""The predefined metric of target tracking on a component: invocations per copy per minute."""
-
-NO_CAPACITY_METRIC = "NoCapacityInvocationFailures"
-"""The ``AWS/SageMaker`` metric SageMaker emits, per component (:data:`COMPONENT_DIMENSION`), for a request
-no copy could serve: the alarm on it is what brings a component back from zero copies
-(docs.aws.amazon.com/sagemaker/latest/dg/endpoint-auto-scaling-zero-instances.html)."""
+ROUTING_STRATEGIES = ("LEAST_OUTSTANDING_REQUESTS", "RANDOM")
+"""``RoutingConfig.RoutingStrategy`` values that route among copies (the default is
+``LEAST_OUTSTANDING_REQUESTS``)."""
 
 COMPONENT_METRICS_NAMESPACE = "/aws/sagemaker/InferenceComponents"
-"""CloudWatch namespace of each component's utilization over what it reserved."""
-
-COMPONENT_DIMENSION = "InferenceComponentName"
-"""The one dimension of a component's metrics."""
+"""CloudWatch namespace of each component's utilization, normalized by what each copy reserved."""
+COMPONENT_METRIC_DIMENSIONS = ("InferenceComponentName",)
+"""The dimensions of a component's metrics: one series per component."""
+NO_CAPACITY_METRIC = "NoCapacityInvocationFailures"
+"""Published when a request reaches a component with no copy to serve it (the scale-from-zero alarm's
+metric, AWS's "Scale an endpoint to zero instances")."""
 
 COMPONENT_METRICS: Mapping[str, tuple[str, str]] = MappingProxyType(
     {
-        # name: (namespace, unit), as "Amazon SageMaker AI metrics in Amazon CloudWatch" lists them for the
-        # InferenceComponentName dimension. One value per InvokeEndpoint request naming the component:
+        # name: (namespace, unit), as "SageMaker AI inference component metrics" (Amazon SageMaker AI
+        # metrics in Amazon CloudWatch) and the scale-to-zero guide list them. One value per request:
         "Invocations": (METRICS_NAMESPACE, "None"),
-        "InvocationsPerCopy": (METRICS_NAMESPACE, "None"),  # 1 / copies of the component
+        "InvocationsPerCopy": (METRICS_NAMESPACE, "None"),  # 1 / copies when the request came
         "Invocation4XXErrors": (METRICS_NAMESPACE, "None"),
         "Invocation5XXErrors": (METRICS_NAMESPACE, "None"),
         "InvocationModelErrors": (METRICS_NAMESPACE, "None"),
         "ModelLatency": (METRICS_NAMESPACE, "Microseconds"),
         "OverheadLatency": (METRICS_NAMESPACE, "Microseconds"),
-        "NoCapacityInvocationFailures": (METRICS_NAMESPACE, "None"),  # a request no copy could take
-        # Sampled:
-        "ConcurrentRequestsPerCopy": (METRICS_NAMESPACE, "None"),
-        "CPUUtilizationNormalized": (COMPONENT_METRICS_NAMESPACE, "Percent"),  # of its reserved cores
-        "MemoryUtilizationNormalized": (COMPONENT_METRICS_NAMESPACE, "Percent"),  # of its reserved memory
+        NO_CAPACITY_METRIC: (METRICS_NAMESPACE, "None"),  # 1 per request no copy could serve
+        # One value per copy and minute, in percent of what the copy reserved:
+        "CPUUtilizationNormalized": (COMPONENT_METRICS_NAMESPACE, "Percent"),
+        "MemoryUtilizationNormalized": (COMPONENT_METRICS_NAMESPACE, "Percent"),
         "GPUUtilizationNormalized": (COMPONENT_METRICS_NAMESPACE, "Percent"),
         "GPUMemoryUtilizationNormalized": (COMPONENT_METRICS_NAMESPACE, "Percent"),
     }
 )
-"""SageMaker's metrics of one inference component: name -> (CloudWatch namespace, unit); dimension
-:data:`COMPONENT_DIMENSION`, published every minute."""
+"""A component's CloudWatch metrics: name -> (namespace, unit); dimensions
+:data:`COMPONENT_METRIC_DIMENSIONS`."""
 
 RESERVATION_METRICS: Mapping[str, tuple[str, str]] = MappingProxyType(
     {
@@ -142,8 +159,9 @@ RESERVATION_METRICS: Mapping[str, tuple[str, str]] = MappingProxyType(
         "GPUMemoryUtilizationNormalized": (INSTANCE_METRICS_NAMESPACE, "Percent"),
     }
 )
-"""The ``/aws/sagemaker/Endpoints`` metrics SageMaker publishes only for endpoints that host components:
-how much of each instance the copies reserved, and its utilization normalized to 0-100 %."""
+"""The ``/aws/sagemaker/Endpoints`` metrics SageMaker publishes only for endpoints that host components
+("SageMaker AI endpoint metrics"): how much of each instance the copies reserved, and its utilization
+normalized to 0-100 %."""
 
 _NAME = re.compile(COMPONENT_NAME_PATTERN)
 
@@ -203,11 +221,118 @@ def hosts_components(endpoint_config: Mapping[str, Any]) -> bool:
     return bool(variants) and not any(v.get("ModelName") for v in variants)
 
 
-def scaling_resource_id(component_name: str) -> str:
-    """Application Auto Scaling's ResourceId of an inference component.
+def resource_id(component_name: str) -> str:
+    """Application Auto Scaling's ``ResourceId`` of a component.
 
     Example:
-        >>> scaling_resource_id("linear")
-        'inference-component/linear'
+        >>> resource_id("linear-ic")
+        'inference-component/linear-ic'
     """
-    return f"inference-component/{component_name}"
+    return RESOURCE_ID_PREFIX + component_name
+
+
+def component_of_resource_id(value: str) -> str | None:
+    """The component a ``ResourceId`` names, ``None`` when it names none.
+
+    Example:
+        >>> component_of_resource_id("inference-component/linear-ic"), component_of_resource_id("endpoint/e")
+        ('linear-ic', None)
+    """
+    if not value.startswith(RESOURCE_ID_PREFIX):
+        return None
+    name = value[len(RESOURCE_ID_PREFIX) :]
+    return name if name and "/" not in name else None
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Memory (MiB, as the API counts it), CPU cores and accelerators: what an instance offers or a copy
+    reserves."""
+
+    memory_mb: float
+    cores: float = 0.0
+    accelerators: float = 0.0
+
+    def covers(self, need: Resources) -> bool:
+        """Whether ``need`` fits in these resources."""
+        return (
+            need.memory_mb <= self.memory_mb + 1e-9
+            and need.cores <= self.cores + 1e-9
+            and need.accelerators <= self.accelerators + 1e-9
+        )
+
+    def __sub__(self, other: Resources) -> Resources:
+        return Resources(
+            self.memory_mb - other.memory_mb, self.cores - other.cores, self.accelerators - other.accelerators
+        )
+
+    def __add__(self, other: Resources) -> Resources:
+        return Resources(
+            self.memory_mb + other.memory_mb, self.cores + other.cores, self.accelerators + other.accelerators
+        )
+
+
+def instance_resources(instance_type: str) -> Resources:
+    """What one instance of ``instance_type`` offers its components' copies.
+
+    Raises:
+        ValueError: an instance type the table of :mod:`mme_triton.endpoint.instance_specs` lacks.
+
+    Example:
+        >>> offered = instance_resources("ml.m5.xlarge")  # 16 GiB, 4 vCPUs
+        >>> round(offered.memory_mb), offered.cores, offered.accelerators
+        (15104, 4.0, 0.0)
+    """
+    from mme_triton.endpoint.instance_specs import MiB, default_reserved_bytes
+    from mme_triton.endpoint.instance_specs import instance_type as spec_of
+
+    spec = spec_of(instance_type)
+    reserved = default_reserved_bytes(memory_bytes=spec.memory_bytes, gpus=0, gpu_memory_bytes=0)
+    return Resources((spec.memory_bytes - reserved) / MiB, float(spec.vcpus), float(spec.gpus))
+
+
+def required_resources(requirements: Mapping[str, object]) -> Resources:
+    """What one copy reserves, from ``ComputeResourceRequirements``.
+
+    Example:
+        >>> required_resources({"MinMemoryRequiredInMb": 1024, "NumberOfCpuCoresRequired": 0.5})
+        Resources(memory_mb=1024.0, cores=0.5, accelerators=0.0)
+    """
+
+    def number(key: str) -> float:
+        value = requirements.get(key)
+        return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else 0.0
+
+    return Resources(
+        number("MinMemoryRequiredInMb"),
+        number("NumberOfCpuCoresRequired"),
+        number("NumberOfAcceleratorDevicesRequired"),
+    )
+
+
+def place_copy(
+    free: Sequence[Resources], same_copies: Sequence[int], need: Resources, *, strategy: str = "SPREAD"
+) -> int | None:
+    """The index of the instance a copy goes to, ``None`` when it fits none.
+
+    Parameters:
+        free: each instance's free resources (oldest instance first).
+        same_copies: how many copies of the same component each instance holds.
+        need: what the copy reserves.
+        strategy: ``SchedulingConfig.PlacementStrategy``: ``SPREAD`` or ``BINPACK``.
+
+    Example:
+        >>> free = [Resources(4096, 4), Resources(8192, 4)]
+        >>> place_copy(free, [0, 0], Resources(1024, 1)), place_copy(free, [0, 1], Resources(1024, 1))
+        (1, 0)
+        >>> place_copy(free, [0, 0], Resources(1024, 1), strategy="BINPACK")
+        0
+        >>> place_copy(free, [0, 0], Resources(10_000, 1)) is None
+        True
+    """
+    fitting = [index for index, room in enumerate(free) if room.covers(need)]
+    if not fitting:
+        return None
+    if strategy == "BINPACK":
+        return min(fitting, key=lambda index: (free[index].memory_mb, index))
+    return min(fitting, key=lambda index: (same_copies[index], -free[index].memory_mb, index))

@@ -29,6 +29,7 @@ this one).
         ├── GPUModelError           a model that cannot run on the CPU  (mme_triton.local.route.adapt)
         ├── UnsupportedModelError   a backend or name the stack cannot serve  (mme_triton.local.route.support)
         ├── ContainerExitError      the serve script refuses the Environment  (mme_triton.local.serve)
+        ├── CopyStartError          a copy of an inference component did not start  (...route._copies)
         ├── TritonStartError        tritonserver exited while starting  (mme_triton.local.triton.server)
         ├── TritonTimeoutError      Triton did not answer in time  (mme_triton.local.triton.server)
         └── TritonRequestError      Triton refused a control request  (mme_triton.local.triton.server)

@@ -67,28 +67,6 @@ def test_sagemaker_fact_is_defined_only_in_sagemaker_module(fact: str, pattern: 
 
 
 @pytest.mark.parametrize(
-    ("fact", "pattern"),
-    [
-        ("the inference component header", r"(?i)x-amzn-sagemaker-inference-component"),
-        ("the namespace of the components' metrics", r"""["']/aws/sagemaker/InferenceComponents["']"""),
-        ("the components' scalable dimension", r"""["']sagemaker:inference-component:"""),
-        ("the components' resource id", r"""["']inference-component/"""),
-    ],
-    ids=["header", "metric-namespace", "scalable-dimension", "resource-id"],
-)
-def test_inference_component_fact_is_defined_only_in_its_module(fact: str, pattern: str) -> None:
-    copies = [
-        f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}"
-        for path in SOURCES
-        if path.name != "_inference_components.py"
-        for number, line in enumerate(_source(path).splitlines(), start=1)
-        if re.search(pattern, line) and not line.lstrip().startswith("#")
-    ]
-    where = "mme_triton/_inference_components.py"
-    assert copies == [], f"{fact} is defined again outside {where}:\n" + "\n".join(copies)
-
-
-@pytest.mark.parametrize(
     ("module", "name", "fact"),
     [
         ("mme_triton.client.client", "MAX_PAYLOAD_BYTES", "MAX_PAYLOAD_BYTES"),
@@ -284,3 +262,45 @@ def test_pyproject_license_is_an_spdx_expression() -> None:
     assert (PACKAGE.parent / "LICENSE").is_file()
     assert '"setuptools>=77"' in text.split("[build-system]", 1)[1].split("\n[", 1)[0]
     assert "License ::" not in project  # a license classifier beside an expression is refused
+
+
+@pytest.mark.parametrize(
+    ("fact", "pattern"),
+    [
+        ("the InferenceComponentName header", r"(?i)x-amzn-sagemaker-inference-component\b"),
+        ("the copy count's dimension", r"""["']sagemaker:inference-component:DesiredCopyCount["']"""),
+        ("the components' metric namespace", r"""["']/aws/sagemaker/InferenceComponents["']"""),
+        ("the components' resource id", r"""["']inference-component/"""),
+    ],
+    ids=["header", "dimension", "namespace", "resource-id"],
+)
+def test_inference_component_fact_is_defined_only_in_its_module(fact: str, pattern: str) -> None:
+    copies = [
+        f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}"
+        for path in SOURCES
+        if path.name != "_inference_components.py"
+        for number, line in enumerate(_source(path).splitlines(), start=1)
+        if re.search(pattern, line) and not line.lstrip().startswith("#")
+    ]
+    assert copies == [], (
+        f"{fact} is defined again outside mme_triton/_inference_components.py:\n" + "\n".join(copies)
+    )
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        ("mme_triton.local.route.runtime_server", "INFERENCE_COMPONENT_HEADER"),
+        ("mme_triton.local.route._hosting", "INFERENCE_COMPONENT_HEADER"),
+        ("mme_triton.local.aws.autoscaling", "COPY_COUNT_DIMENSION"),
+        ("mme_triton.local.aws._component_scaling", "COPY_COUNT_DIMENSION"),
+        ("mme_triton.local.aws._components", "place_copy"),
+        ("mme_triton.local.aws.component_metrics", "COMPONENT_METRICS"),
+    ],
+)
+def test_stages_import_the_one_inference_component_definition(module: str, name: str) -> None:
+    """Inference components' names, limits and placement are defined once, in
+    ``mme_triton._inference_components``, for the library and the embedded stack."""
+    from mme_triton import _inference_components
+
+    assert getattr(importlib.import_module(module), name) is getattr(_inference_components, name)

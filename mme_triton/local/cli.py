@@ -18,6 +18,7 @@ from typing import Any
 
 from mme_triton.local.route.limits import (
     DEFAULT_MAX_COMPRESSION_RATIO,
+    DEFAULT_MAX_COPIES,
     DEFAULT_MAX_INSTANCES,
     DEFAULT_MAX_MEMBERS,
 )
@@ -110,6 +111,7 @@ def local_up(args: argparse.Namespace, *, stop: threading.Event | None = None) -
         max_archive_members=args.max_archive_members,
         max_compression_ratio=args.max_compression_ratio,
         max_instances=args.max_instances,
+        max_copies=args.max_copies,
         metrics_period=args.metrics_period,
         triton_ports=args.triton_ports,
     )
@@ -366,6 +368,13 @@ def add_local_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         type=int,
         default=DEFAULT_MAX_INSTANCES,
         help=f"the most instances, a Triton each, an endpoint runs (default: {DEFAULT_MAX_INSTANCES})",
+    )
+    limits.add_argument(
+        "--max-copies",
+        type=int,
+        default=DEFAULT_MAX_COPIES,
+        help="the most copies of inference components, a Triton each, the stack runs "
+        f"(default: {DEFAULT_MAX_COPIES})",
     )
     handler: Callable[[argparse.Namespace], int] = local_up
     up.set_defaults(handler=handler)

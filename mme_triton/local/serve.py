@@ -52,7 +52,7 @@ from mme_triton.endpoint.environment import (
 )
 from mme_triton.errors import LocalStackError, MMETritonWarning
 from mme_triton.local.triton.options import DEFAULT_SHM_LIMIT, bound_triton_args
-from mme_triton.local.triton.protocol import TritonFactory, TritonLike
+from mme_triton.local.triton.protocol import CopyFactory, TritonFactory, TritonLike
 
 __all__ = [
     "ContainerExitError",
@@ -100,17 +100,26 @@ def _set(environment: Mapping[str, str], name: str) -> str | None:
     return value if value else None
 
 
-def serve_plan(environment: Mapping[str, str], *, gpu_count: int = 0) -> ServePlan:
+def serve_plan(
+    environment: Mapping[str, str], *, gpu_count: int = 0, model_repository: Path | None = None
+) -> ServePlan:
     """The serve script's ``tritonserver`` arguments and process environment for ``environment``.
 
-    Multi-model mode, in the script's order, with its defaults (model namespacing on, gRPC and metrics
-    off, verbose logging, 16 MiB / 1 MiB python-backend shared memory).
+    Multi-model mode (what SageMaker's platform runs on a multi-model endpoint,
+    ``SAGEMAKER_MULTI_MODEL=true``), in the script's order, with its defaults (model namespacing on, gRPC and
+    metrics off, verbose logging, 16 MiB / 1 MiB python-backend shared memory, ping mode ``live``); with
+    ``model_repository`` (the extracted ``ModelDataUrl``, ``/opt/ml/model`` in the container, which the
+    caller passes to ``tritonserver``) single-model mode, what a copy of an inference component runs:
+    ``--load-model`` of ``SAGEMAKER_TRITON_DEFAULT_MODEL_NAME`` (or of the repository's only model directory,
+    exported under that name for the front-end's ``/invocations`` route), ping mode ``ready``.
     ``SAGEMAKER_TRITON_MODEL_LOAD_GPU_LIMIT`` gives one ``--model-load-gpu-limit`` per GPU, so it needs
     ``gpu_count``.
 
     Raises:
         ContainerExitError: the script refuses the Environment (an invalid
-            ``SAGEMAKER_TRITON_INFERENCE_TYPE``), with the script's own message.
+            ``SAGEMAKER_TRITON_INFERENCE_TYPE``; in single-model mode a default model whose directory the
+            repository lacks, or a repository of no or several model directories without one named), with
+            the script's own message.
 
     Example:
         >>> plan = serve_plan({"SAGEMAKER_TRITON_MAX_BATCH_DELAY": "1000"})
@@ -160,17 +169,46 @@ def serve_plan(environment: Mapping[str, str], *, gpu_count: int = 0) -> ServePl
 
     # The container's process environment is the Environment: Triton and its python models see it.
     process_env = {name: value for name, value in env.items() if name not in _STACK_VARIABLES}
-    process_env["SAGEMAKER_MULTI_MODEL"] = "true"
-    process_env[PING_MODE] = _set(env, OVERRIDE_PING_MODE) or "live"
+    if model_repository is None:
+        process_env["SAGEMAKER_MULTI_MODEL"] = "true"
+        process_env[PING_MODE] = _set(env, OVERRIDE_PING_MODE) or "live"
+    else:
+        model = _default_model(env, model_repository)
+        args.append(f"--load-model={model}")
+        process_env[DEFAULT_MODEL_NAME] = model
+        process_env[PING_MODE] = _set(env, OVERRIDE_PING_MODE) or "ready"
     ignored: list[str] = []
     for name in env:
-        if name == DEFAULT_MODEL_NAME:
+        if name == DEFAULT_MODEL_NAME and model_repository is None:
             ignored.append(f"{name}: the serve script reads it in single-model mode only")
         elif name.startswith("SAGEMAKER_TRITON_") and name not in KNOWN_VARIABLES:
             ignored.append(f"{name}: the serve script does not read it")
         elif name in _STACK_VARIABLES:
             ignored.append(f"{name}: {_STACK_VARIABLES[name]}")
     return ServePlan(args=args, env=process_env, ignored=ignored)
+
+
+def _default_model(env: Mapping[str, str], repository: Path) -> str:
+    """The model a single-model container loads and serves on ``/invocations``, as the script decides it."""
+    named = _set(env, DEFAULT_MODEL_NAME)
+    if named is not None:
+        if not (repository / named).is_dir():
+            raise ContainerExitError(
+                f"ERROR: Directory with provided {DEFAULT_MODEL_NAME} {named} does not exist"
+            )
+        return named
+    found = sorted(entry.name for entry in repository.iterdir() if entry.is_dir())
+    if not found:
+        raise ContainerExitError("ERROR: No model found in model repository")
+    if len(found) > 1:
+        raise ContainerExitError(
+            "ERROR: More than 1 model directory found in model repository.\n"
+            f"       Either provide a single directory or set {DEFAULT_MODEL_NAME} to run the ensemble "
+            "backend.\n"
+            f"       Directories found in model repository: {' '.join(found)}"
+        )
+    logger.info("no %s provided: starting with the only model directory %s", DEFAULT_MODEL_NAME, found[0])
+    return found[0]
 
 
 def serve_args(environment: Mapping[str, str], *, gpu_count: int = 0) -> list[str]:
@@ -196,19 +234,27 @@ def default_triton_factory(
     startup_timeout: float = 60.0,
     shm_limit: int = DEFAULT_SHM_LIMIT,
     triton_ports: bool = False,
-) -> TritonFactory:
+) -> CopyFactory:
     """Builds each endpoint's :class:`~mme_triton.local.triton.server.TritonServer` as the serve script would,
-    within the stack's limits (``shm_limit``: see :func:`~mme_triton.local.route.limits.bound_triton_args`).
+    within the stack's limits (``shm_limit``: see :func:`~mme_triton.local.route.limits.bound_triton_args`):
+    in multi-model mode, or, given a ``model_repository``, in single-model mode (a copy of an inference
+    component; ``startup_s``: its ``ContainerStartupHealthCheckTimeoutInSeconds``).
 
     ``--log-verbose`` follows ``SAGEMAKER_TRITON_LOG_VERBOSE`` when the Environment sets it, else
     ``log_verbose`` (not the script's default verbose logging). ``triton_ports`` opens each server's own
     HTTP, gRPC and metrics endpoints on 127.0.0.1 (:mod:`~mme_triton.local.triton.ports`).
     """
 
-    def factory(endpoint_name: str, environment: Mapping[str, str], workdir: Path) -> TritonLike:
+    def factory(
+        endpoint_name: str,
+        environment: Mapping[str, str],
+        workdir: Path,
+        model_repository: Path | None = None,
+        startup_s: float | None = None,
+    ) -> TritonLike:
         from mme_triton.local.triton.server import TritonServer
 
-        plan = serve_plan(environment)
+        plan = serve_plan(environment, model_repository=model_repository)
         for line in plan.ignored:
             logger.info("endpoint %s: ignoring %s", endpoint_name, line)
         args = [
@@ -216,19 +262,20 @@ def default_triton_factory(
             for a in plan.args
             if not (a.startswith("--log-verbose=") and not _set(environment, LOG_VERBOSE))
         ]
-        bounded = bound_triton_args(args, shm_limit=shm_limit)
+        bounded = bound_triton_args(args, shm_limit=shm_limit, single_model=model_repository is not None)
         for line in bounded.notes:
             logger.info("endpoint %s: %s", endpoint_name, line)
         for line in bounded.lowered:
             message = f"endpoint {endpoint_name}: {line}"
             logger.warning("%s", message)
             warnings.warn(message, MMETritonWarning, stacklevel=2)
+        repository = [] if model_repository is None else [f"--model-repository={model_repository}"]
         return TritonServer(
             workdir=workdir,
-            extra_args=bounded.args,
+            extra_args=[*bounded.args, *repository],
             env=plan.env,
             log_verbose=log_verbose,
-            startup_timeout=startup_timeout,
+            startup_timeout=startup_s or startup_timeout,
             triton_ports=triton_ports,
         )
 

@@ -30,11 +30,14 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from mme_triton.errors import LocalStackError
+from mme_triton.local._introspection import StackIntrospection
 from mme_triton.local.aws.metrics import DEFAULT_METRICS_PERIOD, MetricsRecorder, check_metrics_period
 from mme_triton.local.route.budget import FROM_INSTANCE, BudgetSetting, endpoint_budget
-from mme_triton.local.route.endpoint_runtime import DEFAULT_READY_TIMEOUT, EndpointRuntime
+from mme_triton.local.route.components import CopyBudget
+from mme_triton.local.route.endpoint_runtime import DEFAULT_READY_TIMEOUT
 from mme_triton.local.route.limits import (
     DEFAULT_MAX_COMPRESSION_RATIO,
+    DEFAULT_MAX_COPIES,
     DEFAULT_MAX_INSTANCES,
     DEFAULT_MAX_MEMBERS,
     check_limits,
@@ -47,12 +50,9 @@ from mme_triton.local.triton.options import DEFAULT_SHM_LIMIT
 if TYPE_CHECKING:
     import boto3
 
+    from mme_triton.local.aws.autoscaling import AutoScaler
     from mme_triton.local.aws.controlplane import ControlPlane
     from mme_triton.local.route.runtime_server import RuntimeServer
-    from mme_triton.local.route.status import EndpointStatus
-    from mme_triton.local.route.timings import LoadTimings
-    from mme_triton.local.triton.ports import TritonEndpoints
-    from mme_triton.local.triton.server import TritonServer
 
 __all__ = ["DEFAULT_BUCKET_PREFIX", "LocalStack"]
 
@@ -62,7 +62,7 @@ DEFAULT_BUCKET_PREFIX = "mme-triton-local-"
 """The stack's default bucket is this prefix and its account id (bucket names are global, as in AWS)."""
 
 
-class LocalStack:
+class LocalStack(StackIntrospection):
     """A multi-model endpoint stack on 127.0.0.1 with no AWS account: moto plus real Triton servers.
 
     Use it as a context manager (or call :meth:`start` and :meth:`stop`) and pass
@@ -102,6 +102,10 @@ class LocalStack:
             metrics, read back with a period as short). Metrics left are published by :meth:`stop`.
         triton_ports: also open each endpoint's Triton HTTP, gRPC and metrics endpoints on 127.0.0.1, for
             perf_analyzer and model-analyzer (:meth:`triton_endpoints`); off by default, as on SageMaker.
+        max_copies: the most copies of inference components the stack runs at once, over its endpoints
+            (default 16); each is a Triton on this machine, so a component asked for more is served by fewer,
+            with a warning. The endpoints' scaling policies are evaluated every ``metrics_period`` seconds
+            (``docs/local.md``, "Inference components").
 
     Raises:
         UnsupportedPlatformError: from :meth:`start`, when this is not Linux x86_64 with glibc >= 2.35.
@@ -138,6 +142,7 @@ class LocalStack:
         max_instances: int = DEFAULT_MAX_INSTANCES,
         metrics_period: float = DEFAULT_METRICS_PERIOD,
         triton_ports: bool = False,
+        max_copies: int = DEFAULT_MAX_COPIES,
     ) -> None:
         endpoint_budget(memory_budget, None)  # refuses what it cannot use
         if reserved_memory is not None and reserved_memory < 0:
@@ -164,6 +169,7 @@ class LocalStack:
             max_compression_ratio=max_compression_ratio,
             max_instances=max_instances,
         )
+        CopyBudget(max_copies)  # refuses what it cannot use
         self.max_instances = max_instances
         self.shm_limit = shm_limit
         self.max_unpacked_bytes = max_unpacked_bytes
@@ -171,6 +177,8 @@ class LocalStack:
         self.max_compression_ratio = max_compression_ratio
         self.metrics_period = check_metrics_period(metrics_period)
         self._metrics: MetricsRecorder | None = None
+        self._autoscaler: AutoScaler | None = None
+        self.max_copies = max_copies
         self.triton_ports = triton_ports
         self._plane: ControlPlane | None = None
         self._server: RuntimeServer | None = None
@@ -214,15 +222,18 @@ class LocalStack:
                     "cannot pass through the shell it starts models with; pass workdir= a path of letters, "
                     "digits, '.', '_', '-' and '/'"
                 )
+            tritons = default_triton_factory(
+                log_verbose=self._log_verbose, shm_limit=self.shm_limit, triton_ports=self.triton_ports
+            )
             runtime = InvocationRuntime(
                 workdir=workdir / "endpoints",
                 region=self.region,
                 memory_budget=self.memory_budget,
                 reserved_memory=self.reserved_memory,
                 max_models=self.max_models,
-                triton_factory=default_triton_factory(
-                    log_verbose=self._log_verbose, shm_limit=self.shm_limit, triton_ports=self.triton_ports
-                ),
+                triton_factory=tritons,
+                copy_factory=tritons,
+                max_copies=self.max_copies,
                 ready_timeout=self._model_ready_timeout,
                 max_unpacked_bytes=self.max_unpacked_bytes,
                 max_archive_members=self.max_archive_members,
@@ -237,6 +248,9 @@ class LocalStack:
             plane.on_in_service.append(runtime.on_in_service)
             plane.on_instance_count.append(runtime.on_instance_count)
             plane.on_deleted.append(runtime.on_deleted)
+            plane.on_component.append(runtime.on_component)
+            from mme_triton.local.aws.autoscaling import AutoScaler
+            from mme_triton.local.aws.component_metrics import component_sinks
             from mme_triton.local.route.runtime_server import RuntimeServer
 
             server = RuntimeServer(runtime)
@@ -250,6 +264,9 @@ class LocalStack:
                 self._role_arn = plane.execution_role()
                 metrics = MetricsRecorder(self._cloudwatch(plane), period=self.metrics_period).start()
                 runtime.metrics = metrics.endpoint  # each endpoint's route records into its sink
+                runtime.component_metrics = component_sinks(metrics)
+                scaler = AutoScaler(plane.account_id, self.region, period=self.metrics_period)
+                self._autoscaler = scaler.start()
             except BaseException:
                 server.stop()
                 runtime.stop()
@@ -272,6 +289,9 @@ class LocalStack:
             plane, runtime, workdir, server = self._plane, self._runtime, self._workdir, self._server
             metrics, self._metrics = self._metrics, None
             self._plane = self._runtime = self._workdir = self._server = None
+        autoscaler, self._autoscaler = self._autoscaler, None
+        if autoscaler is not None:
+            autoscaler.stop()
         if server is not None:
             server.stop()
         if runtime is not None:
@@ -412,67 +432,6 @@ class LocalStack:
         if frozen.token:
             env["AWS_SESSION_TOKEN"] = str(frozen.token)
         return env
-
-    # -- introspection -------------------------------------------------------------------------------
-
-    def endpoint_runtime(self, endpoint_name: str) -> EndpointRuntime | None:
-        """An in-service endpoint's runtime (``.instances``: a Triton and its models each), or ``None``."""
-        return self.runtime.endpoint(endpoint_name)
-
-    def triton(self, endpoint_name: str) -> TritonServer | None:
-        """The Triton server of an in-service endpoint's first instance, ``None`` if none."""
-        runtime = self.endpoint_runtime(endpoint_name)
-        return runtime.triton if runtime is not None else None  # type: ignore[return-value]
-
-    def loaded_models(self, endpoint_name: str) -> list[str]:
-        """The TargetModels loaded on an endpoint's instances (each instance's least recently used first)."""
-        runtime = self.endpoint_runtime(endpoint_name)
-        return runtime.loaded_models() if runtime is not None else []
-
-    def model_memory(self, endpoint_name: str) -> dict[str, int]:
-        """Bytes each model loaded in an endpoint counts against the budgets (over its instances)."""
-        runtime = self.endpoint_runtime(endpoint_name)
-        return runtime.model_memory() if runtime is not None else {}
-
-    def load_timings(self, endpoint_name: str) -> dict[str, LoadTimings]:
-        """How long each TargetModel's last load took on an endpoint, by part (download, extract, the wait
-        for room, load; a copy loaded again from the volume downloads nothing), and its unload once
-        unloaded: what a cold start on the stack is made of."""
-        runtime = self.endpoint_runtime(endpoint_name)
-        return runtime.load_timings() if runtime is not None else {}
-
-    def unload_model(self, endpoint_name: str, target_model: str, *, timeout: float | None = 60.0) -> bool:
-        """Unload a model from an endpoint's instances now (after its requests finish), as if evicted (its
-        copy stays on the volume); its next request loads it again. ``False`` when it was not loaded."""
-        runtime = self.endpoint_runtime(endpoint_name)
-        return runtime.unload_model(target_model, timeout=timeout) if runtime is not None else False
-
-    def status(self) -> list[EndpointStatus]:
-        """Per in-service endpoint: the models loaded on each instance (LRU order) with their memory and load
-        counts, and the models in S3 no instance loaded (what ``mme-triton local status`` prints)."""
-        from mme_triton.local.route.status import stack_status
-
-        return stack_status(self.runtime)
-
-    def triton_endpoints(self, endpoint_name: str) -> TritonEndpoints | None:
-        """Triton's own HTTP, gRPC and metrics URLs of an endpoint's first instance, and the Triton name of
-        each TargetModel it loaded; ``None`` unless the stack runs with ``triton_ports=True`` and the
-        endpoint is in service.
-
-        Example::
-
-            found = stack.triton_endpoints("demo")
-            found.http_url, found.models  # ('http://127.0.0.1:40123', {'linear.tar.gz': 'linear.tar.gz'})
-        """
-        from mme_triton.local.route.names import triton_model_name
-        from mme_triton.local.triton.ports import TritonEndpoints
-
-        runtime = self.endpoint_runtime(endpoint_name)
-        ports = getattr(runtime.triton, "triton_ports", None) if runtime is not None else None
-        if runtime is None or ports is None:
-            return None
-        models = {name: triton_model_name(name) for name in runtime.loaded_models()}
-        return TritonEndpoints(ports.http_url, ports.grpc_url, ports.metrics_url, models)
 
     # -- internals -----------------------------------------------------------------------------------
 

@@ -31,11 +31,14 @@ if TYPE_CHECKING:
     from mme_triton.local.aws.controlplane import ControlPlane
 
 from mme_triton._sagemaker import autoscaling_role_arn
+from mme_triton.local.aws import _component_api, _component_scaling
+from mme_triton.local.aws._components import store_of
 
 __all__ = [
     "apply_capacities",
     "data_capture_summary",
     "describe_for_hooks",
+    "hosts_components",
     "install_patches",
     "metric_store",
     "plane_for",
@@ -81,6 +84,11 @@ def install_patches() -> None:
         original_resource_from_arn = backend_cls._get_resource_from_arn
 
         def resource_from_arn(self: Any, arn: str) -> Any:
+            if ":inference-component/" in arn:  # tags on an inference component (_component_api)
+                resource = store_of(self).by_arn(arn)
+                if resource is None:
+                    raise ValidationError(message=f"Could not find resource '{arn}'.")
+                return resource
             # moto fails with an internal error (HTTP 500) for the ARN of a deleted resource.
             resource = original_resource_from_arn(self, arn)
             if resource is None:
@@ -106,6 +114,7 @@ def install_patches() -> None:
 
         def delete_endpoint(self: Any, endpoint_name: str) -> None:
             original_delete(self, endpoint_name)
+            store_of(self).endpoint_gone(endpoint_name)
             plane = plane_for(self.account_id)
             if plane is not None:
                 plane._endpoint_deleted(endpoint_name)
@@ -150,9 +159,12 @@ def install_patches() -> None:
                     message=f"The variant names {names} must be distinct variants of endpoint "
                     f"{endpoint_name}."
                 )
+            hosting = hosts_components(self, endpoint)
             for change in desired_weights_and_capacities:
                 count = change.get("DesiredInstanceCount")
-                if count is not None and int(count) < 1:
+                if hosting and count is not None:
+                    store_of(self).set_instance_count(endpoint_name, change["VariantName"], int(count))
+                elif count is not None and int(count) < 1:
                     raise ValidationError(
                         message=f"DesiredInstanceCount {count} of variant {change['VariantName']}: a "
                         "multi-model endpoint's variant runs at least one instance."
@@ -200,6 +212,8 @@ def install_patches() -> None:
         setattr(backend_cls, "update_endpoint", update_endpoint)  # noqa: B010
         setattr(backend_cls, "update_endpoint_weights_and_capacities", update_endpoint_weights_and_capacities)  # noqa: B010
         setattr(responses.SageMakerResponse, "update_endpoint", update_endpoint_action)  # noqa: B010
+        _component_api.install()
+        _component_scaling.install()
         _install_cloudwatch()
         _patched = True
 
@@ -350,15 +364,23 @@ def describe_for_hooks(backend: Any, endpoint_name: str, endpoint_config_name: s
         if "InitialInstanceCount" in variant:  # the counts the config brings into service
             merged["CurrentInstanceCount"] = merged["DesiredInstanceCount"] = variant["InitialInstanceCount"]
         variants.append(merged)
-        model_name = variant["ModelName"]
-        models[model_name] = dict(backend.describe_model(model_name).response_object)
+        model_name = variant.get("ModelName")
+        if model_name:  # a variant that hosts inference components names none
+            models[model_name] = dict(backend.describe_model(model_name).response_object)
     endpoint["EndpointConfigName"] = endpoint_config_name
     endpoint["ProductionVariants"] = variants
     endpoint["EndpointConfig"] = config
     endpoint["Models"] = models
     first = config.get("ProductionVariants", [{}])[0].get("ModelName")
-    endpoint["Model"] = models.get(first, {})
+    endpoint["Model"] = models.get(first or "", {})
     return copy.deepcopy(endpoint)
+
+
+def hosts_components(backend: Any, endpoint: Any) -> bool:
+    """Whether ``endpoint`` hosts inference components: its config's variants name no model."""
+    config = backend.endpoint_configs.get(endpoint.endpoint_config_name)
+    variants = config.production_variants if config is not None else []
+    return bool(variants) and not any(variant.get("ModelName") for variant in variants)
 
 
 def register(plane: ControlPlane) -> None:

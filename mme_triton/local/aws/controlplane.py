@@ -50,7 +50,7 @@ import json
 import logging
 import secrets
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -70,7 +70,14 @@ from mme_triton.local.aws._moto_patches import (
 )
 from mme_triton.local.aws._shapes import conform_answers
 
-__all__ = ["ControlPlane", "DeletedHook", "InServiceHook", "InstanceCountHook", "WSGIApplication"]
+__all__ = [
+    "ComponentHook",
+    "ControlPlane",
+    "DeletedHook",
+    "InServiceHook",
+    "InstanceCountHook",
+    "WSGIApplication",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +85,7 @@ WSGIApplication = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]
 InServiceHook = Callable[[str, dict[str, Any]], None]
 DeletedHook = Callable[[str], None]
 InstanceCountHook = Callable[[str, str, int], None]
+ComponentHook = Callable[[str, dict[str, Any]], None]
 
 
 class ControlPlane:
@@ -107,6 +115,12 @@ class ControlPlane:
             is ``str(exc)``.
         on_deleted: ``hook(endpoint_name)`` called in the DeleteEndpoint request (after the endpoint is
             gone); exceptions are logged, not returned to the caller.
+        on_component: ``hook(component_name, plan)`` called in each transition of an inference component
+            (:mod:`._components`), before it becomes current: ``plan["Copies"]`` are the copies that must
+            run then (``CopyId``, ``InstanceId``), ``plan["Container"]`` what each serves (``Image``,
+            ``ModelDataUrl``, ``Environment``); ``plan["Deleted"]`` when the component is deleted. If a hook
+            raises, a create goes to ``Failed`` and an update is rolled back (the hooks run again with the
+            copies that stay); ``FailureReason`` is ``str(exc)``.
 
     Raises:
         LocalStackError: from :meth:`start`, when moto's server cannot start.
@@ -134,6 +148,7 @@ class ControlPlane:
         self.on_instance_count: list[InstanceCountHook] = []
         self.service_urls: dict[str, str] = {}
         self.on_deleted: list[DeletedHook] = []
+        self.on_component: list[ComponentHook] = []
         self.url = ""
         self.account_id = ""
         self._credentials: dict[str, str] = {}
@@ -141,7 +156,7 @@ class ControlPlane:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._generation = itertools.count(1)
-        self._current: dict[str, int] = {}  # endpoint name -> generation of its pending transition
+        self._current: dict[Hashable, int] = {}  # endpoint name (or key) -> its pending transition
         self._timers: set[threading.Timer] = set()
         self._failures: dict[str, str] = {}
 
@@ -334,9 +349,17 @@ class ControlPlane:
     def _later(self, endpoint_name: str, what: str, run: Callable[[int], None]) -> None:
         """``run(generation)`` after ``transition_delay`` seconds, on a timer of its own; an endpoint's newest
         transition is the current one (``_is_current``), a deleted endpoint's none."""
+        self.later(endpoint_name, what, run)
+
+    def later(
+        self, key: Hashable, what: str, run: Callable[[int], None], *, delay: float | None = None
+    ) -> None:
+        """``run(generation)`` after ``delay`` seconds (``transition_delay`` by default) on a timer that
+        :meth:`stop` cancels; ``key`` names what it changes (an endpoint's name, or
+        ``("inference-component", name)``), whose newest transition is the current one."""
         with self._lock:
             generation = next(self._generation)
-            self._current[endpoint_name] = generation
+            self._current[key] = generation
 
             def fire() -> None:
                 try:
@@ -345,9 +368,9 @@ class ControlPlane:
                     with self._lock:
                         self._timers.discard(threading.current_thread())
 
-            timer = threading.Timer(self.transition_delay, fire)
+            timer = threading.Timer(self.transition_delay if delay is None else delay, fire)
             timer.daemon = True
-            timer.name = f"mme-triton-{what}-{endpoint_name}"
+            timer.name = f"mme-triton-{what}-{key}"
             self._timers.add(timer)
         timer.start()
 

@@ -13,6 +13,7 @@ from mme_triton.local.triton.options import check_shm_limit
 
 __all__ = [
     "DEFAULT_MAX_COMPRESSION_RATIO",
+    "DEFAULT_MAX_COPIES",
     "DEFAULT_MAX_INSTANCES",
     "DEFAULT_MAX_MEMBERS",
     "DEFAULT_MAX_UNPACKED_BYTES",
@@ -34,6 +35,8 @@ DISK_RESERVE_BYTES = 1 * GiB
 """An extraction never leaves less than this free on the scratch directory's disk."""
 DEFAULT_MAX_INSTANCES = 16
 """Default limit on the instances (a Triton each) one endpoint's variant runs on the stack."""
+DEFAULT_MAX_COPIES = 16
+"""The most copies of inference components (a Triton each) the stack runs at once, over its endpoints."""
 
 
 def human_size(size: float) -> str:

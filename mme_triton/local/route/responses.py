@@ -18,7 +18,11 @@ from typing import Any
 from mme_triton._sagemaker import MAX_PAYLOAD_BYTES, TARGET_MODEL_MAX_CHARS, TARGET_MODEL_PATTERN
 
 __all__ = [
+    "COMPONENT_NOT_ALLOWED",
+    "COMPONENT_REQUIRED",
+    "NO_CAPACITY",
     "RuntimeResponse",
+    "component_not_found",
     "endpoint_not_found",
     "error_response",
     "internal_failure",
@@ -156,8 +160,13 @@ def model_error(
     endpoint_name: str,
     region: str,
     account_id: str,
+    container: str = "primary",
+    log_group: str | None = None,
 ) -> RuntimeResponse:
     """A ``ModelError`` (HTTP 424): the container answered ``original_status`` with ``original_body``.
+
+    ``container``: how the message names it (``primary``, or ``model`` for a copy of an inference
+    component); ``log_group``: its CloudWatch log group (by default the endpoint's).
 
     The JSON body has SageMaker's fields: ``ErrorCode`` (``CLIENT_ERROR_FROM_MODEL`` for a 4xx,
     ``SERVER_ERROR_FROM_MODEL`` otherwise), ``LogStreamArn``, ``Message`` (quoting the container's body
@@ -171,7 +180,7 @@ def model_error(
     """
     original = original_body.decode("utf-8", "replace")
     kind = "client" if 400 <= original_status < 500 else "server"
-    log_group = f"/aws/sagemaker/Endpoints/{endpoint_name}"
+    log_group = log_group or f"/aws/sagemaker/Endpoints/{endpoint_name}"
     console = (
         f"https://{region}.console.aws.amazon.com/cloudwatch/home?region={region}"
         f"#logEventViewer:group={log_group}"
@@ -183,7 +192,7 @@ def model_error(
             "ErrorCode": f"{kind.upper()}_ERROR_FROM_MODEL",
             "LogStreamArn": f"arn:aws:logs:{region}:{account_id}:log-group:{log_group}",
             "Message": (
-                f'Received {kind} error ({original_status}) from primary with message "{original}". '
+                f'Received {kind} error ({original_status}) from {container} with message "{original}". '
                 f"See {console} in account {account_id} for more information."
             ),
             "OriginalMessage": original,
@@ -201,7 +210,14 @@ INVOCATION_TIMED_OUT = (
 aws/amazon-sagemaker-examples#799 and RamVegiraju/SageMaker-Deployment#3)."""
 
 
-def invocation_timed_out(*, endpoint_name: str, region: str, account_id: str) -> RuntimeResponse:
+def invocation_timed_out(
+    *,
+    endpoint_name: str,
+    region: str,
+    account_id: str,
+    container: str = "primary",
+    log_group: str | None = None,
+) -> RuntimeResponse:
     """SageMaker's answer when the container did not answer in time: a ``ModelError`` (HTTP 424, which
     clients do not retry) whose ``Message`` reads ``Received server error (0) from primary with message
     "Your invocation timed out while waiting for a response from container primary. ..."``.
@@ -213,10 +229,12 @@ def invocation_timed_out(*, endpoint_name: str, region: str, account_id: str) ->
     """
     return model_error(
         0,
-        INVOCATION_TIMED_OUT.encode(),
+        INVOCATION_TIMED_OUT.replace("container primary", f"container {container}").encode(),
         endpoint_name=endpoint_name,
         region=region,
         account_id=account_id,
+        container=container,
+        log_group=log_group,
     )
 
 
@@ -242,6 +260,26 @@ def not_multi_model(endpoint_name: str) -> RuntimeResponse:
     return validation_error(
         f"Endpoint {endpoint_name} is not a multi-model endpoint and does not support target model header."
     )
+
+
+COMPONENT_REQUIRED = (
+    "Inference Component Name header is required for endpoints to which you plan to deploy inference "
+    "components. Please include Inference Component Name header or consider using SageMaker models."
+)
+COMPONENT_NOT_ALLOWED = (
+    "Inference Component Name header is not allowed for endpoints to which you dont plan to deploy inference "
+    "components. Please remove the Inference Component Name header and try again."
+)
+NO_CAPACITY = (
+    "Inference Component has no capacity to process this request. ApplicationAutoScaling may be in-progress "
+    "(if configured) or try to increase the capacity by invoking UpdateInferenceComponentRuntimeConfig API."
+)
+
+
+def component_not_found(component_name: str, account_id: str) -> RuntimeResponse:
+    """The stack's answer for an ``InferenceComponentName`` the endpoint does not host (a
+    ``ValidationError``, as for an unknown endpoint)."""
+    return validation_error(f"Inference Component {component_name} of account {account_id} not found.")
 
 
 def success(body: bytes, content_type: str, variant_name: str) -> RuntimeResponse:

@@ -24,31 +24,37 @@ import shutil
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from mme_triton._sagemaker import MAX_PAYLOAD_BYTES, TARGET_MODEL_HEADER, target_model_problem
 from mme_triton.errors import LocalStackError
 from mme_triton.local.route._describe import resolve_endpoint
+from mme_triton.local.route._hosting import (
+    COMPONENT_ENVIRON,
+    ComponentHosting,
+    drain,
+    header_text,
+    read_body,
+    safe_name,
+)
 from mme_triton.local.route.budget import (
     FROM_INSTANCE,
     BudgetSetting,
     endpoint_budget,
     machine_memory_limit,
 )
+from mme_triton.local.route.components import ComponentEndpoint, CopyBudget
 from mme_triton.local.route.endpoint_runtime import (
     DEFAULT_READY_TIMEOUT,
-    EndpointModels,
     EndpointRuntime,
 )
-from mme_triton.local.route.extract import ExtractLimits
 from mme_triton.local.route.instance import InstanceRuntime
 from mme_triton.local.route.limits import (
     DEFAULT_MAX_COMPRESSION_RATIO,
+    DEFAULT_MAX_COPIES,
     DEFAULT_MAX_INSTANCES,
     DEFAULT_MAX_MEMBERS,
-    DEFAULT_MAX_UNPACKED_BYTES,
-    GiB,
     check_limits,
 )
 from mme_triton.local.route.lru import ModelLRU
@@ -60,6 +66,8 @@ from mme_triton.local.route.metrics import (
 )
 from mme_triton.local.route.python_env import model_adapter
 from mme_triton.local.route.responses import (
+    COMPONENT_NOT_ALLOWED,
+    COMPONENT_REQUIRED,
     RuntimeResponse,
     endpoint_not_found,
     internal_failure,
@@ -67,25 +75,27 @@ from mme_triton.local.route.responses import (
     missing_target_model,
     not_multi_model,
     payload_too_large,
+    validation_error,
 )
 from mme_triton.local.route.volume import ModelVolume
-from mme_triton.local.triton.protocol import TritonFactory
+from mme_triton.local.triton.protocol import CopyFactory, TritonFactory
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_sagemaker import SageMakerClient
+
+    from mme_triton.local.route._component_metrics import ComponentSinkFactory
 
 __all__ = ["InvocationRuntime"]
 
 logger = logging.getLogger(__name__)
 
 _INVOCATIONS = re.compile(r"^/endpoints/(?P<name>[^/]+)/invocations/?$")
-_COPY_CHUNK = 1024 * 1024
 # how a WSGI server names the TargetModel header
 _TARGET_MODEL_ENVIRON = "HTTP_" + TARGET_MODEL_HEADER.upper().replace("-", "_")
 
 
-class InvocationRuntime:
+class InvocationRuntime(ComponentHosting):
     """SageMaker's runtime for the embedded stack: the InvokeEndpoint route and one Triton per endpoint.
 
     Wire it into the control plane: pass :meth:`middleware` as its ``wsgi_middleware``, append
@@ -118,6 +128,10 @@ class InvocationRuntime:
         max_instances: the most instances (a Triton each) one endpoint's variant runs.
         metrics: ``(endpoint name, variant name) -> sink``: where each endpoint's CloudWatch metrics are
             recorded (:mod:`mme_triton.local.route.metrics`); the stack passes its recorder's. None: nowhere.
+        copy_factory: builds the single-model Triton of a copy of an inference component (the stack passes
+            :func:`~mme_triton.local.serve.default_triton_factory`'s); ``None``: components are refused.
+        max_copies: the most copies of inference components (a Triton each) running at once.
+        component_metrics: ``(component, endpoint, variant) -> sink`` of each component's metrics.
 
     Example::
 
@@ -143,6 +157,9 @@ class InvocationRuntime:
         max_compression_ratio: float = DEFAULT_MAX_COMPRESSION_RATIO,
         max_instances: int = DEFAULT_MAX_INSTANCES,
         metrics: SinkFactory | None = None,
+        copy_factory: CopyFactory | None = None,
+        max_copies: int = DEFAULT_MAX_COPIES,
+        component_metrics: ComponentSinkFactory | None = None,
     ) -> None:
         endpoint_budget(memory_budget, None)  # validates it
         ModelLRU(max_models=max_models)  # validates it
@@ -181,6 +198,10 @@ class InvocationRuntime:
         self._sagemaker: SageMakerClient | None = None
         self._generation = 0
         self._stopping = threading.Event()
+        self.copy_factory = copy_factory
+        self.copy_budget = CopyBudget(max_copies)
+        self.component_metrics = component_metrics
+        self._init_hosting()
 
     # -- wiring ------------------------------------------------------------------------------------
 
@@ -213,6 +234,8 @@ class InvocationRuntime:
         """
         if self._stopping.is_set():
             raise LocalStackError("the embedded stack is stopping")
+        if self._host_components(endpoint_name, description):
+            return
         models = resolve_endpoint(endpoint_name, description, self._sagemaker)
         if models.mode != "MultiModel":
             logger.warning(
@@ -225,7 +248,7 @@ class InvocationRuntime:
             raise LocalStackError("the runtime has no S3 client: call bind() first")
         with self._lock:
             self._generation += 1
-            workdir = self.workdir / f"{_safe_name(endpoint_name)}-{self._generation}"
+            workdir = self.workdir / f"{safe_name(endpoint_name)}-{self._generation}"
             numbers = self._numbers.setdefault(endpoint_name, itertools.count(1))
         workdir.mkdir(parents=True, exist_ok=True)
         budget = endpoint_budget(
@@ -309,6 +332,8 @@ class InvocationRuntime:
         Raising makes the control plane keep the previous count, with the message as FailureReason.
         """
         runtime = self.endpoint(endpoint_name)
+        if runtime is None and self.hosting(endpoint_name) is not None:
+            return  # its instances are the control plane's: copies run where it places them
         if runtime is None:
             raise LocalStackError(f"endpoint {endpoint_name} is not in service")
         if runtime.models.variant_name != variant_name:
@@ -327,6 +352,10 @@ class InvocationRuntime:
             self._numbers.pop(endpoint_name, None)
         if sink is not None:
             sink.close()
+        hosting = self._hosting_gone(endpoint_name)
+        if hosting is not None:
+            hosting.close()
+            logger.info("endpoint %s deleted: its inference components' copies stopped", endpoint_name)
         for old in replaced:
             old.close()
         if runtime is not None:
@@ -342,15 +371,16 @@ class InvocationRuntime:
             self._endpoints.clear()
             self._replaced.clear()
 
-        def close(runtime: EndpointRuntime) -> None:
+        def close(runtime: EndpointRuntime | ComponentEndpoint) -> None:
             try:
                 runtime.close()
             except Exception:  # keep stopping the others
                 logger.exception("stopping the Triton of endpoint %s failed", runtime.endpoint_name)
 
         # each Triton takes seconds to shut down: stop them side by side
+        everything: list[EndpointRuntime | ComponentEndpoint] = [*runtimes, *self._all_hosting()]
         stoppers = [
-            threading.Thread(target=close, args=(r,), name=f"stop-{r.endpoint_name}") for r in runtimes
+            threading.Thread(target=close, args=(r,), name=f"stop-{r.endpoint_name}") for r in everything
         ]
         for stopper in stoppers:
             stopper.start()
@@ -372,36 +402,33 @@ class InvocationRuntime:
             self._sinks[endpoint_name] = (variant_name, sink)
         return sink
 
-    def _limits(self, models: EndpointModels) -> ExtractLimits:
-        """What one archive of the endpoint may unpack to: its volume, within the stack's ceiling."""
-        limit = self.max_unpacked_bytes
-        source = "the stack's limit (max_unpacked_bytes)"
-        if models.volume_size_gb:
-            volume = models.volume_size_gb * GiB
-            if limit is None or volume <= limit:
-                limit = volume
-                source = f"the endpoint's VolumeSizeInGB ({models.volume_size_gb})"
-        if limit is None:
-            limit = DEFAULT_MAX_UNPACKED_BYTES
-            source = "the stack's default limit (max_unpacked_bytes)"
-        return ExtractLimits(
-            max_bytes=limit,
-            max_members=self.max_archive_members,
-            max_ratio=self.max_compression_ratio,
-            max_bytes_source=source,
-        )
-
     # -- the HTTP route ----------------------------------------------------------------------------
 
     def handle(
-        self, endpoint_name: str, target_model: str | None, body: bytes | None, content_type: str, length: int
+        self,
+        endpoint_name: str,
+        target_model: str | None,
+        body: bytes | None,
+        content_type: str,
+        length: int,
+        component: str | None = None,
     ) -> RuntimeResponse:
-        """Answer one InvokeEndpoint request (``body`` ``None`` when ``length`` was over the limit)."""
+        """Answer one InvokeEndpoint request (``body`` ``None`` when ``length`` was over the limit;
+        ``component``: its ``InferenceComponentName``)."""
         if body is None or length > self.max_payload_bytes:
             return payload_too_large(self.max_payload_bytes)
+        hosting = self.hosting(endpoint_name)
+        if hosting is not None:
+            if target_model:
+                return not_multi_model(endpoint_name)
+            if not component:
+                return validation_error(COMPONENT_REQUIRED)
+            return hosting.invoke(component, body, content_type or "application/octet-stream")
         runtime = self.endpoint(endpoint_name)
         if runtime is None:
             return endpoint_not_found(endpoint_name, self.account_id)
+        if component:
+            return validation_error(COMPONENT_NOT_ALLOWED)
         if runtime.models.mode != "MultiModel":
             if target_model:
                 return not_multi_model(endpoint_name)
@@ -435,54 +462,19 @@ class InvocationRuntime:
             length = 0
         body: bytes | None = None
         if length <= self.max_payload_bytes:
-            body = _read_body(environ["wsgi.input"], length)
+            body = read_body(environ["wsgi.input"], length)
             length = len(body)
         else:
-            _drain(environ["wsgi.input"], length)  # an unread body would reset the client's connection
+            drain(environ["wsgi.input"], length)  # an unread body would reset the client's connection
         try:
             return self.handle(
                 endpoint_name,
-                _header_text(environ.get(_TARGET_MODEL_ENVIRON)),
+                header_text(environ.get(_TARGET_MODEL_ENVIRON)),
                 body,
                 environ.get("CONTENT_TYPE", ""),
                 length,
+                header_text(environ.get(COMPONENT_ENVIRON)),
             )
         except Exception as exc:  # the WSGI server must get an answer, and the caller a real error
             logger.exception("InvokeEndpoint for %s failed", endpoint_name)
             return internal_failure(f"{type(exc).__name__}: {exc}")
-
-
-def _header_text(value: str | None) -> str | None:
-    """A header value as the client sent it: WSGI hands header bytes over decoded as latin-1 (PEP 3333),
-    boto3 sends UTF-8."""
-    if value is None:
-        return None
-    try:
-        return value.encode("latin-1").decode("utf-8")
-    except UnicodeError:
-        return value
-
-
-def _read_body(stream: IO[bytes], length: int) -> bytes:
-    chunks: list[bytes] = []
-    remaining = length
-    while remaining > 0:
-        chunk = stream.read(remaining)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
-
-
-def _drain(stream: IO[bytes], length: int) -> None:
-    remaining = length
-    while remaining > 0:
-        chunk = stream.read(min(remaining, _COPY_CHUNK))
-        if not chunk:
-            return
-        remaining -= len(chunk)
-
-
-def _safe_name(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:64] or "endpoint"

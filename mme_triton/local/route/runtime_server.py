@@ -16,7 +16,6 @@ the body is passed on as it came, never parsed, and Triton's answer comes back a
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import re
@@ -28,9 +27,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, cast
 from urllib.parse import unquote
 
-from mme_triton._sagemaker import TARGET_MODEL_HEADER, target_model_problem
+from mme_triton._inference_components import INFERENCE_COMPONENT_HEADER
+from mme_triton._sagemaker import INVOCATION_TIMEOUT_SECONDS, TARGET_MODEL_HEADER, target_model_problem
 from mme_triton.errors import LocalStackError
 from mme_triton.local.route._http11 import HttpError, Message, MessageReader
+from mme_triton.local.route._upstream import FAILED, TIMED_OUT, UpstreamPool, write
 from mme_triton.local.route.responses import (
     RuntimeResponse,
     error_response,
@@ -39,13 +40,15 @@ from mme_triton.local.route.responses import (
     request_id,
 )
 from mme_triton.local.route.status import STATUS_PATH, stack_status
-from mme_triton.local.triton.frontend import UNKNOWN_WORKER
 
 if TYPE_CHECKING:
+    from mme_triton.local.route._copies import CopyRuntime
+    from mme_triton.local.route.components import ComponentEndpoint, ComponentRuntime
     from mme_triton.local.route.endpoint_runtime import EndpointRuntime
     from mme_triton.local.route.instance import FastPath
     from mme_triton.local.route.runtime import InvocationRuntime
     from mme_triton.local.triton.frontend import FrontEnd
+    from mme_triton.local.triton.protocol import TritonLike
 
 __all__ = ["RuntimeServer"]
 
@@ -53,172 +56,11 @@ logger = logging.getLogger(__name__)
 
 _INVOCATIONS = re.compile(rb"^/endpoints/(?P<name>[^/?]+)/invocations/?(?:\?.*)?$")
 _TARGET = TARGET_MODEL_HEADER.lower().encode()
+_COMPONENT = INFERENCE_COMPONENT_HEADER.lower().encode()
 _STATUS = STATUS_PATH.encode()
-_IDLE_UPSTREAM = 64
-_JOIN_LIMIT = 256 * 1024
 _NOT_FOUND = error_response(
     404, "UnknownOperationException", {"Message": "this port serves InvokeEndpoint only"}
 )
-
-Answer = Callable[[int, bytes, bytes], None]
-"""(status, Content-Type, body) of Triton's answer; :data:`FAILED` or :data:`TIMED_OUT` for no answer."""
-
-FAILED = 0
-"""The connection to Triton failed."""
-TIMED_OUT = -1
-"""Triton did not answer in time (the request may still run there)."""
-_FRESH_TRIES = 4
-
-
-def _write(transport: asyncio.BaseTransport, head: bytes, body: bytes) -> None:
-    """Write a message: in one send when the body is small (each send on loopback costs a wake-up)."""
-    transport = cast(asyncio.WriteTransport, transport)  # uvloop's transports are not subclasses
-    if len(body) <= _JOIN_LIMIT:
-        transport.write(head + body)
-    else:
-        transport.write(head)
-        transport.write(body)
-
-
-class _Upstream(asyncio.Protocol):
-    """One keep-alive connection to Triton, one request at a time, on a known front-end worker."""
-
-    def __init__(self, pool: _UpstreamPool, worker: int | None) -> None:
-        self._pool = pool
-        self.worker = worker
-        self._reader = MessageReader(body_limit=1 << 62)
-        self._transport: asyncio.Transport | None = None
-        self._answer: Answer | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._counted = False
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = cast(asyncio.Transport, transport)
-
-    def send(self, head: bytes, body: bytes, answer: Answer, timeout: float, *, counted: bool) -> None:
-        assert self._transport is not None
-        self._answer = answer
-        self._counted = counted
-        self._timer = self._pool.loop.call_later(timeout, self._timed_out)
-        _write(self._transport, head, body)
-
-    def data_received(self, data: bytes) -> None:
-        try:
-            messages = self._reader.feed(data)
-        except HttpError:
-            self._fail(FAILED)
-            return
-        for message in messages:
-            answer = self._finish()
-            if answer is None:
-                continue
-            if message.keep_alive:
-                self._pool.checkin(self)
-            elif self._transport is not None:
-                self._transport.close()
-            answer(int(message.start[1]), message.headers.get(b"content-type", b""), message.body)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._pool.forget(self)
-        self._fail(FAILED)
-
-    def _timed_out(self) -> None:
-        self._fail(TIMED_OUT)
-
-    def _finish(self) -> Answer | None:
-        """The request is over: its answer callback (once), its count on the worker released."""
-        answer, self._answer = self._answer, None
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._counted:
-            self._counted = False
-            self._pool.front_end.end(self.worker)
-        return answer
-
-    def _fail(self, status: int) -> None:
-        answer = self._finish()
-        if self._transport is not None:
-            self._transport.abort()
-        if answer is not None:
-            answer(status, b"", b"")
-
-    @property
-    def idle(self) -> bool:
-        return self._answer is None and self._transport is not None and not self._transport.is_closing()
-
-    def close(self) -> None:
-        if self._transport is not None:
-            self._transport.close()
-
-
-class _UpstreamPool:
-    """Idle keep-alive connections to one Triton's SageMaker front-end.
-
-    A request takes the most recently used idle connection whose worker no load or unload occupies
-    (:class:`~mme_triton.local.triton.frontend.FrontEnd`); otherwise a new one, opened through the
-    server's connector on a thread (it may block) and kept if a control call holds its worker.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, front_end: FrontEnd) -> None:
-        self.loop = loop
-        self.front_end = front_end
-        self._idle: list[_Upstream] = []
-
-    def request(self, head: bytes, body: bytes, answer: Answer, timeout: float) -> None:
-        for index in range(len(self._idle) - 1, -1, -1):
-            connection = self._idle[index]
-            if not connection.idle:
-                del self._idle[index]
-            elif self.front_end.begin(connection.worker):
-                del self._idle[index]
-                connection.send(head, body, answer, timeout, counted=True)
-                return
-        task = self.loop.create_task(self._connect())
-
-        def connected(done: asyncio.Future[tuple[_Upstream, bool]]) -> None:
-            if done.cancelled() or done.exception() is not None:
-                answer(FAILED, b"", b"")
-            else:
-                connection, counted = done.result()
-                connection.send(head, body, answer, timeout, counted=counted)
-
-        task.add_done_callback(connected)
-
-    async def _connect(self) -> tuple[_Upstream, bool]:
-        """A new connection on a worker no control call occupies (counted on it), or after a few tries the
-        last one opened, uncounted (every worker occupied: wait behind one, as a client would)."""
-        front = self.front_end
-        for attempt in range(_FRESH_TRIES):
-            sock, worker = await self.loop.run_in_executor(None, lambda: front.connect(timeout=10.0))
-            sock.setblocking(False)
-            upstream = _Upstream(self, worker)
-            _, connection = await self.loop.create_connection(lambda: upstream, sock=sock)  # noqa: B023
-            if front.begin(worker):
-                return connection, True
-            if attempt == _FRESH_TRIES - 1:
-                return connection, False
-            if worker == UNKNOWN_WORKER:
-                connection.close()
-            else:
-                self.checkin(connection)
-            await self.loop.run_in_executor(None, front.wait_settled, 0.02 * (attempt + 1))
-        raise AssertionError("unreachable")
-
-    def checkin(self, connection: _Upstream) -> None:
-        if len(self._idle) < _IDLE_UPSTREAM:
-            self._idle.append(connection)
-        else:
-            connection.close()
-
-    def forget(self, connection: _Upstream) -> None:
-        with contextlib.suppress(ValueError):
-            self._idle.remove(connection)
-
-    def close(self) -> None:
-        for connection in self._idle:
-            connection.close()
-        self._idle.clear()
 
 
 class _Client(asyncio.Protocol):
@@ -269,7 +111,7 @@ class _Client(asyncio.Protocol):
         lines = [f"HTTP/1.1 {response.status_line}", *(f"{k}: {v}" for k, v in response.headers)]
         if close:
             lines.append("Connection: close")
-        _write(transport, ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace"), response.body)
+        write(transport, ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace"), response.body)
         if close:
             transport.close()
 
@@ -301,7 +143,7 @@ class RuntimeServer:
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
         # one pool per Triton process: a server started again has a new connector
-        self._upstreams: dict[int, _UpstreamPool] = {}
+        self._upstreams: dict[int, UpstreamPool] = {}
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="invoke")
         self.connections: set[asyncio.Transport] = set()
 
@@ -386,6 +228,14 @@ class RuntimeServer:
         content_type = (
             message.headers.get(b"content-type", b"").decode("latin-1") or "application/octet-stream"
         )
+        raw_component = message.headers.get(_COMPONENT)
+        component = raw_component.decode("utf-8", "replace") if raw_component else None
+        hosting = runtime.hosting(name) if component and not target_model else None
+        if hosting is not None and component is not None:
+            chosen, copy = hosting.take(component)
+            if chosen is not None and copy is not None:
+                self._forward_copy(hosting, chosen, copy, message.body, content_type, reply, started)
+                return
         endpoint = runtime.endpoint(name)
         if (
             endpoint is not None
@@ -397,9 +247,8 @@ class RuntimeServer:
             if fast is not None:
                 self._forward(endpoint, fast, target_model, message.body, content_type, reply, started)
                 return
-        self._run(
-            lambda: runtime.handle(name, target_model, message.body, content_type, len(message.body)), reply
-        )
+        body = message.body
+        self._run(lambda: runtime.handle(name, target_model, body, content_type, len(body), component), reply)
 
     def _run(self, work: Callable[[], RuntimeResponse], reply: Callable[[RuntimeResponse], None]) -> None:
         """Answer with what ``work`` returns, run on a thread."""
@@ -424,6 +273,59 @@ class RuntimeServer:
         headers = [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
         return RuntimeResponse(200, headers, body)
 
+    def _pool_of(self, triton: TritonLike, front_end: FrontEnd) -> UpstreamPool:
+        """The idle connections to ``triton``'s front-end (a server started again has a new one)."""
+        loop = self._loop
+        assert loop is not None
+        pool = self._upstreams.get(id(triton))
+        if pool is None or pool.front_end is not front_end:
+            if pool is not None:
+                pool.close()
+            pool = self._upstreams[id(triton)] = UpstreamPool(loop, front_end)
+        return pool
+
+    def _forward_copy(
+        self,
+        hosting: ComponentEndpoint,
+        component: ComponentRuntime,
+        copy: CopyRuntime,
+        body: bytes,
+        content_type: str,
+        reply: Callable[[RuntimeResponse], None],
+        started: float,
+    ) -> None:
+        """Forward a request to a copy's ``POST /invocations`` (the copy counted it already)."""
+        call = {"started": started}
+        try:
+            pool = self._pool_of(copy.triton, copy.triton.front_end)
+        except RuntimeError as exc:  # its Triton is not running
+            copy.release()
+            response = hosting.failed(copy, exc)
+            reply(response)
+            hosting.record(component, response, call)
+            return
+        head = (
+            f"POST /invocations HTTP/1.1\r\nHost: 127.0.0.1:{pool.front_end.port}\r\n"
+            f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode("latin-1", "replace")
+
+        def answered(status: int, answer_type: bytes, answer: bytes) -> None:
+            if status != FAILED and status != TIMED_OUT:
+                call["answered"] = time.monotonic()
+            copy.release()
+            if status == TIMED_OUT:
+                response = hosting.timed_out(component.name)
+            elif status == FAILED:
+                failure = LocalStackError(f"POST /invocations to {copy.copy_id} failed")
+                response = hosting.failed(copy, failure)
+            else:
+                response = hosting.answer(component.name, status, answer_type.decode("latin-1"), answer)
+            reply(response)
+            hosting.record(component, response, call)
+
+        call["sent"] = time.monotonic()
+        pool.request(head, body, answered, INVOCATION_TIMEOUT_SECONDS)
+
     def _forward(
         self,
         endpoint: EndpointRuntime,
@@ -434,13 +336,7 @@ class RuntimeServer:
         reply: Callable[[RuntimeResponse], None],
         started: float,
     ) -> None:
-        loop = self._loop
-        assert loop is not None
-        pool = self._upstreams.get(id(fast.triton))
-        if pool is None or pool.front_end is not fast.front_end:
-            if pool is not None:
-                pool.close()
-            pool = self._upstreams[id(fast.triton)] = _UpstreamPool(loop, fast.front_end)
+        pool = self._pool_of(fast.triton, fast.front_end)
         head = (
             f"POST /models/{fast.model_hash}/invoke HTTP/1.1\r\nHost: 127.0.0.1:{fast.front_end.port}\r\n"
             f"{TARGET_MODEL_HEADER}: {target_model}\r\nContent-Type: {content_type}\r\n"

@@ -216,7 +216,9 @@ def _bounded_size(text: str, limit: int) -> tuple[str, int | None]:
     return (str(limit), requested) if requested > limit else (text, requested)
 
 
-def bound_triton_args(args: Sequence[str], *, shm_limit: int = DEFAULT_SHM_LIMIT) -> BoundedArgs:
+def bound_triton_args(
+    args: Sequence[str], *, shm_limit: int = DEFAULT_SHM_LIMIT, single_model: bool = False
+) -> BoundedArgs:
     """Keep ``tritonserver`` arguments (the serve script's) within what the stack allows.
 
     - the python backend's ``shm-default-byte-size`` and ``shm-growth-byte-size`` (``--backend-config``
@@ -225,8 +227,9 @@ def bound_triton_args(args: Sequence[str], *, shm_limit: int = DEFAULT_SHM_LIMIT
     - ``--cache-config=local,size=`` and ``--response-cache-byte-size`` are lowered to ``shm_limit``;
       thread counts to :data:`MAX_THREADS`;
     - the user's ``shm-region-prefix-name`` and the options the stack owns (model repository, log
-      file, backend directory ...) are dropped; gRPC, metrics, HTTP and Vertex AI stay off (the stack
-      sets them after these arguments).
+      file, backend directory ...) are dropped (``--load-model`` is kept in ``single_model`` mode, a copy of
+      an inference component, where the serve script passes it); gRPC, metrics, HTTP and Vertex AI stay off
+      (the stack sets them after these arguments).
 
     Example:
         >>> bounded = bound_triton_args(["--backend-config=python,shm-default-byte-size=16777216000"])
@@ -241,7 +244,7 @@ def bound_triton_args(args: Sequence[str], *, shm_limit: int = DEFAULT_SHM_LIMIT
     for option, text, value in _split(args):
         if option is None or value is None:
             result.args.append(text)
-        elif option in _STACK_OWNED:
+        elif option in _STACK_OWNED and not (single_model and option == "load-model"):
             result.notes.append(f"dropping {text}: {_STACK_OWNED[option]}")
         elif option == "backend-config":
             # Triton's reading: the backend is what comes before the first comma, if there is one.

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from mme_triton.local.triton.netns import Connector
     from mme_triton.local.triton.procfs import StubProcess
 
-__all__ = ["TritonFactory", "TritonLike"]
+__all__ = ["CopyFactory", "TritonFactory", "TritonLike"]
 
 
 class TritonLike(Protocol):
@@ -42,8 +42,24 @@ class TritonLike(Protocol):
     def invoke(
         self, model_hash: str, target_model: str, body: bytes, content_type: str, *, timeout: float = ...
     ) -> tuple[int, dict[str, str], bytes]: ...
+    def invocations(
+        self, body: bytes, content_type: str, *, timeout: float = ...
+    ) -> tuple[int, dict[str, str], bytes]: ...
     def model_processes(self) -> list[StubProcess]: ...
 
 
 TritonFactory = Callable[[str, Mapping[str, str], Path], TritonLike]
 """(endpoint name, the model's Environment, a scratch directory) -> an unstarted Triton server."""
+
+
+class CopyFactory(Protocol):
+    """Builds the (unstarted) single-model Triton server of a copy of an inference component."""
+
+    def __call__(
+        self,
+        endpoint_name: str,
+        environment: Mapping[str, str],
+        workdir: Path,
+        model_repository: Path | None = None,
+        startup_s: float | None = None,
+    ) -> TritonLike: ...

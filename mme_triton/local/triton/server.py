@@ -367,6 +367,14 @@ class TritonServer(ServerProcesses):
         headers = {TARGET_MODEL_HEADER: target_model, "Content-Type": content_type}
         return self._request("POST", f"/models/{model_hash}/invoke", body, headers, timeout)
 
+    def invocations(
+        self, body: bytes, content_type: str, *, timeout: float = 60.0
+    ) -> tuple[int, dict[str, str], bytes]:
+        """Forward a request to ``POST /invocations``: the single-model route, which serves the model named
+        by ``SAGEMAKER_TRITON_DEFAULT_MODEL_NAME`` in the server's environment (a copy of an inference
+        component). Returns and raises as :meth:`invoke` does."""
+        return self._request("POST", "/invocations", body, {"Content-Type": content_type}, timeout)
+
     def ping(self, *, timeout: float = 5.0) -> bool:
         """``True`` when ``GET /ping`` answers 200."""
         connector, port = self._connector, self._port
