@@ -19,6 +19,7 @@ from mme_triton.errors import (
     EndpointFailedError,
     EndpointNotFoundError,
     ExportError,
+    InferenceComponentNotFoundError,
     InferenceError,
     InvalidInputError,
     LocalStackError,
@@ -29,6 +30,7 @@ from mme_triton.errors import (
     ModelNotReadyError,
     ModelOutOfMemoryError,
     ModelValidationError,
+    NoCapacityError,
     PayloadTooLargeError,
     ProfileError,
     TeardownError,
@@ -52,7 +54,10 @@ if TYPE_CHECKING:
         encode_request,
     )
     from mme_triton.endpoint.autoscaling import AutoScaling
+    from mme_triton.endpoint.component_scaling import ComponentAutoScaling
+    from mme_triton.endpoint.components import InferenceComponent
     from mme_triton.endpoint.deploy import deploy_mme
+    from mme_triton.endpoint.deploy_components import deploy_inference_components
     from mme_triton.endpoint.environment import TritonEnvironment
     from mme_triton.endpoint.handle import Endpoint
     from mme_triton.endpoint.images import triton_image_uri
@@ -91,6 +96,9 @@ _LAZY: dict[str, str] = {
     "triton_image_uri": "mme_triton.endpoint.images",
     "TritonEnvironment": "mme_triton.endpoint.environment",
     "deploy_mme": "mme_triton.endpoint.deploy",
+    "deploy_inference_components": "mme_triton.endpoint.deploy_components",
+    "InferenceComponent": "mme_triton.endpoint.components",
+    "ComponentAutoScaling": "mme_triton.endpoint.component_scaling",
     "plan_deployment": "mme_triton.endpoint.planning",
     "DeploymentPlan": "mme_triton.endpoint.planning",
     "Endpoint": "mme_triton.endpoint.handle",
@@ -138,6 +146,7 @@ __all__ = [  # noqa: RUF022
     "Candidate",
     "CapacityPlan",
     "CodecError",
+    "ComponentAutoScaling",
     "DeploymentError",
     "DeploymentPlan",
     "DeploymentTimeoutError",
@@ -152,6 +161,8 @@ __all__ = [  # noqa: RUF022
     "INSTANCE_TYPES",
     "InferInput",
     "InferRequestedOutput",
+    "InferenceComponent",
+    "InferenceComponentNotFoundError",
     "InferenceError",
     "InstanceGroup",
     "InstanceType",
@@ -167,6 +178,7 @@ __all__ = [  # noqa: RUF022
     "ModelProfile",
     "ModelValidationError",
     "ModelWarmup",
+    "NoCapacityError",
     "PayloadTooLargeError",
     "Problem",
     "ProfileError",
@@ -186,6 +198,7 @@ __all__ = [  # noqa: RUF022
     "configure_model",
     "content_digest",
     "decode_response",
+    "deploy_inference_components",
     "deploy_mme",
     "encode_request",
     "endpoint_metrics",

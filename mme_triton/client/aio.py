@@ -18,18 +18,9 @@ from typing import Any, TypeVar
 import numpy as np
 from botocore.exceptions import BotoCoreError, ClientError
 
-from mme_triton.client._core import (
-    REFRESH,
-    Blocking,
-    Call,
-    ClientCore,
-    Plan,
-    Send,
-    Stepper,
-    Steps,
-    call_botocore,
-)
+from mme_triton.client._core import ClientCore, Plan
 from mme_triton.client._request import Inputs, Outputs
+from mme_triton.client._steps import REFRESH, Blocking, Call, Send, Stepper, Steps, call_botocore
 from mme_triton.client._transports import AiohttpTransport
 
 __all__ = ["AsyncMMEClient"]

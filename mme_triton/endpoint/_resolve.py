@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
     from mme_triton.artifact.package import Artifact
 
-__all__ = ["DeployArguments", "Resolved", "emit_warnings", "resolve"]
+__all__ = ["DeployArguments", "Reach", "Resolved", "emit_warnings", "reach", "resolve"]
 
 logger = logging.getLogger(__name__)
 
@@ -136,36 +136,12 @@ def resolve(args: DeployArguments, *, plan_only: bool = False) -> Resolved:
 
     # Every pure check passed: a missing role or prefix now comes from the SageMaker SDK, as its own
     # estimators derive them (the role with reads; the default bucket is created only by a deploy).
-    session, given_url, role = deploy_defaults(
-        args.endpoint_name,
-        args.model_data_url,
-        args.role,
-        boto3_session=args.boto3_session,
-        sagemaker_session=args.sagemaker_session,
-        create_bucket=not plan_only,
-    )
-    check_role(role)
-    bucket, prefix = parse_s3_url(given_url)
-    model_data_url = f"s3://{bucket}/{prefix}"
-    image_uri = args.image_uri
-
-    sagemaker: SageMakerClient = make_client(
-        "sagemaker",
-        client=args.sagemaker_client,
-        boto3_session=session,
-        boto_config=args.boto_config,
-        default_config=control_plane_config(),
-        region=args.region,
-    )
-    region = region_of(sagemaker, args.region)
-    if image_uri is None:
-        image_uri = triton_image_uri(region, version=args.triton_version, cpu=not instance.is_gpu)
-    version = triton_version_of(image_uri)
-
+    where = reach(args, gpu=instance.is_gpu, plan_only=plan_only)
+    image_uri, version = where.image_uri, where.version
     plan = build_plan(
         args.endpoint_name,
-        model_data_url,
-        role=role,
+        where.model_data_url,
+        role=where.role,
         image_uri=image_uri,
         instance_type=args.instance_type,
         instance_count=count,
@@ -179,6 +155,70 @@ def resolve(args: DeployArguments, *, plan_only: bool = False) -> Resolved:
         autoscaling=scaling,
         inference_ami_version=ami,
     )
+    return Resolved(
+        plan=plan,
+        sagemaker=where.sagemaker,
+        region=where.region,
+        image_uri=image_uri,
+        triton_version=version,
+        model_items=model_items,
+        scaling_client=where.scaling_client,
+        warnings=[
+            *instance.warnings,
+            *gpu_warnings(args.instance_type, version, ami),
+            *environment_warnings(env),
+        ],
+        boto3_session=where.boto3_session,
+        default_bucket=where.default_bucket,
+    )
+
+
+@dataclass
+class Reach:
+    """Where a deployment goes and how it gets there: the role and prefix (given or derived), the
+    clients, the region, the Triton image."""
+
+    boto3_session: boto3.Session | None
+    role: str
+    model_data_url: str
+    sagemaker: SageMakerClient
+    region: str
+    image_uri: str
+    version: str | None
+    scaling_client: Callable[[], ApplicationAutoScalingClient]
+    default_bucket: str | None
+
+
+def reach(args: Any, *, gpu: bool, plan_only: bool) -> Reach:
+    """The role and prefix (the SageMaker SDK's when not given), the SageMaker client, the region and the
+    image for ``args`` (a deployer's checked arguments: ``endpoint_name``, ``model_data_url``, ``role``,
+    ``image_uri``, ``triton_version``, ``region`` and the AWS injection trio).
+
+    Raises:
+        ValueError: a derived role that is not a role ARN, an image of no known Triton release ...
+    """
+    session, given_url, role = deploy_defaults(
+        args.endpoint_name,
+        args.model_data_url,
+        args.role,
+        boto3_session=args.boto3_session,
+        sagemaker_session=args.sagemaker_session,
+        create_bucket=not plan_only,
+    )
+    check_role(role)
+    bucket, prefix = parse_s3_url(given_url)
+    sagemaker: SageMakerClient = make_client(
+        "sagemaker",
+        client=args.sagemaker_client,
+        boto3_session=session,
+        boto_config=args.boto_config,
+        default_config=control_plane_config(),
+        region=args.region,
+    )
+    region = region_of(sagemaker, args.region)
+    image_uri = args.image_uri
+    if image_uri is None:
+        image_uri = triton_image_uri(region, version=args.triton_version, cpu=not gpu)
     holder: list[ApplicationAutoScalingClient] = []
 
     def scaling_client() -> ApplicationAutoScalingClient:
@@ -196,20 +236,15 @@ def resolve(args: DeployArguments, *, plan_only: bool = False) -> Resolved:
             )
         return holder[0]
 
-    return Resolved(
-        plan=plan,
+    return Reach(
+        boto3_session=session,
+        role=role,
+        model_data_url=f"s3://{bucket}/{prefix}",
         sagemaker=sagemaker,
         region=region,
         image_uri=image_uri,
-        triton_version=version,
-        model_items=model_items,
+        version=triton_version_of(image_uri),
         scaling_client=scaling_client,
-        warnings=[
-            *instance.warnings,
-            *gpu_warnings(args.instance_type, version, ami),
-            *environment_warnings(env),
-        ],
-        boto3_session=session,
         default_bucket=bucket if args.model_data_url is None else None,
     )
 

@@ -183,7 +183,7 @@ def deploy_mme(
     plan = resolved.plan
 
     if resolved.model_items:
-        _check_environments(resolved.model_items, resolved.triton_version)
+        check_environments(resolved.model_items, resolved.triton_version)
         if progress is not None:
             progress("upload", f"{len(resolved.model_items)} model(s) to {plan.model_data_url}")
         upload_models(
@@ -206,7 +206,7 @@ def deploy_mme(
         description = Deployment(resolved, ledger, wait, timeout, poll_interval, progress).run()
     except BaseException as exc:
         if not isinstance(exc, Exception):
-            _interrupted(ledger, exc)
+            interrupted(ledger, exc)
         raise
     if progress is not None:
         progress("done", f"{endpoint_name} {description['EndpointStatus']}")
@@ -225,7 +225,7 @@ def deploy_mme(
     )
 
 
-def _check_environments(items: Iterable[object], triton_version: str | None) -> None:
+def check_environments(items: Iterable[object], triton_version: str | None) -> None:
     """Refuse, before any upload, a python model whose ``EXECUTION_ENV_PATH`` environment is not of the
     Python the image's python backend runs (only known for SageMaker's own Triton images).
 
@@ -248,15 +248,15 @@ def _check_environments(items: Iterable[object], triton_version: str | None) -> 
                 raise ModelValidationError(str(item), problems)
 
 
-def _interrupted(ledger: Ledger, exc: BaseException) -> None:
+def interrupted(ledger: Ledger, exc: BaseException) -> None:
     """An interrupt (Ctrl-C) stops at once: nothing is deleted, the log and the exception say what stays."""
     left = ledger.unfinished()
     if not left and not ledger.removed_autoscaling:
         return
     note = (
-        f"deploy_mme({ledger.endpoint_name!r}) was interrupted; left as they are: "
+        f"{ledger.call}({ledger.endpoint_name!r}) was interrupted; left as they are: "
         + (", ".join(f"{kind} {name}" for kind, name in left) or "nothing created")
-        + " (run deploy_mme again with the same arguments to finish, or teardown() to remove them)"
+        + f" (run {ledger.call} again with the same arguments to finish, or teardown() to remove them)"
     )
     if ledger.removed_autoscaling:
         note += "; the autoscaling removed for the variant rename: " + "; ".join(

@@ -1,4 +1,5 @@
-"""``endpoint_status()``: what a live multi-model endpoint is — its state, variants, scaling and models.
+"""``endpoint_status()``: what a live endpoint is — its state, variants, scaling and models (a multi-model
+endpoint's TargetModels, or an endpoint's inference components).
 
 One read-only look through DescribeEndpoint → DescribeEndpointConfig → DescribeModel, Application Auto
 Scaling's scalable targets and policies, and the S3 listing of the endpoint's prefix. ``mme-triton status``
@@ -15,8 +16,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from mme_triton._inference_components import Hosting, hosts_components
 from mme_triton._sagemaker import error_code, error_message, make_client, model_data_url_of, serving_container
 from mme_triton._sdk import boto3_session_of
+from mme_triton.endpoint._component_status import ComponentStatus, read_components
 from mme_triton.endpoint._retry import Deadline, control_plane_config, read
 from mme_triton.endpoint.autoscaling import resource_id, scalable_target, scaling_policies
 from mme_triton.endpoint.handle import check_seconds, control_plane_errors
@@ -28,7 +31,14 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_sagemaker import SageMakerClient
 
-__all__ = ["STATUS_TIMEOUT", "EndpointStatus", "ScalingStatus", "VariantStatus", "endpoint_status"]
+__all__ = [
+    "STATUS_TIMEOUT",
+    "ComponentStatus",
+    "EndpointStatus",
+    "ScalingStatus",
+    "VariantStatus",
+    "endpoint_status",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +98,10 @@ class EndpointStatus:
         model_data_url: the prefix its TargetModels are served from (``None`` if its model has none).
         image: the serving container's image.
         variants: its production variants.
-        models: the TargetModels under the prefix (``None`` when not listed).
+        models: the TargetModels under the prefix (``None`` when not listed, and for an endpoint of
+            inference components).
+        hosting: ``"mme"`` or ``"inference-components"``.
+        components: its inference components (:class:`ComponentStatus`), by name.
     """
 
     name: str
@@ -102,6 +115,8 @@ class EndpointStatus:
     image: str | None
     variants: tuple[VariantStatus, ...] = ()
     models: tuple[str, ...] | None = field(default=None)
+    hosting: Hosting = "mme"
+    components: tuple[ComponentStatus, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (times as ISO 8601 strings)."""
@@ -116,7 +131,8 @@ class EndpointStatus:
         lines.append(f"  endpoint config  {self.endpoint_config_name}")
         if self.image:
             lines.append(f"  image            {self.image}")
-        lines.append(f"  model data url   {self.model_data_url or '-'}")
+        if self.hosting == "mme":
+            lines.append(f"  model data url   {self.model_data_url or '-'}")
         for variant in self.variants:
             counts = f"{_count(variant.current_instance_count)}/{_count(variant.desired_instance_count)}"
             lines.append(
@@ -136,6 +152,9 @@ class EndpointStatus:
                 )
         if self.models is not None:
             lines.append(f"  models ({len(self.models)})" + "".join(f"\n    {name}" for name in self.models))
+        if self.hosting == "inference-components":
+            lines.append(f"  inference components ({len(self.components)})")
+            lines += [str(component) for component in self.components]
         return "\n".join(lines)
 
 
@@ -283,6 +302,13 @@ def endpoint_status(
     listed = None
     if list_artifacts and url is not None:
         listed = tuple(list_models(url, boto3_session=session, s3_client=s3_client, boto_config=boto_config))
+    components: tuple[ComponentStatus, ...] = ()
+    hosting: Hosting = "inference-components" if hosts_components(config) else "mme"
+    if hosting == "inference-components":
+        with control_plane_errors(
+            endpoint_name, "read the inference components of", missing_is_endpoint=False
+        ):
+            components = read_components(sagemaker, scaling_client, endpoint_name, deadline)
     return EndpointStatus(
         name=endpoint_name,
         arn=str(endpoint["EndpointArn"]),
@@ -295,4 +321,6 @@ def endpoint_status(
         image=str(container["Image"]) if container is not None and container.get("Image") else None,
         variants=tuple(variants),
         models=listed,
+        hosting=hosting,
+        components=components,
     )

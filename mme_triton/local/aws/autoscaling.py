@@ -218,9 +218,7 @@ class AutoScaler:
         # a period with no request counts as 0 once the component's copies served all of it
         serving = math.ceil(since / period) * period
         points = [
-            sums.get(slot, 0.0)
-            for slot in range(start, end, period)
-            if slot in sums or slot >= serving
+            sums.get(slot, 0.0) for slot in range(start, end, period) if slot in sums or slot >= serving
         ]
         out_cooldown = float(config.get("ScaleOutCooldown", DEFAULT_COOLDOWN))
         in_cooldown = float(config.get("ScaleInCooldown", DEFAULT_COOLDOWN))
