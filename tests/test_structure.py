@@ -93,7 +93,7 @@ def test_sagemaker_fact_is_defined_only_in_sagemaker_module(fact: str, pattern: 
         ("mme_triton.endpoint.autoscaling", "error_code", "error_code"),
         ("mme_triton.local.route._cache", "error_code", "error_code"),
         ("mme_triton.artifact.s3", "error_code", "error_code"),
-        ("mme_triton.endpoint.teardown", "model_data_url_of", "model_data_url_of"),
+        ("mme_triton.endpoint._teardown_components", "model_data_url_of", "model_data_url_of"),
         ("mme_triton.endpoint.models", "model_data_url_of", "model_data_url_of"),
         ("mme_triton.local.route._describe", "model_data_url_of", "model_data_url_of"),
         ("mme_triton.local.route._describe", "serving_container", "serving_container"),

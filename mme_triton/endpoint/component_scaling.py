@@ -17,6 +17,7 @@ all and is idempotent. Reads are retried while the services throttle or fail, un
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from dataclasses import dataclass
@@ -52,9 +53,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _NAMESPACE: Final = "sagemaker"
-#: The step policy's cooldown and the alarm's period, in seconds (the guide's values).
+#: The step policy's cooldown, in seconds (the guide's value).
 _FROM_ZERO_COOLDOWN: Final = 60
-_ALARM_PERIOD: Final = 60
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,9 @@ class ComponentAutoScaling:
         target_invocations_per_copy: the ``InvocationsPerCopy`` value (per minute) to hold.
         scale_in_cooldown: seconds after a scale-in before the next one.
         scale_out_cooldown: seconds after a scale-out before the next one.
+        alarm_period: seconds of the ``NoCapacityInvocationFailures`` alarm's period (with
+            ``min_copies=0``): 60 (or a multiple of it) for the metric SageMaker publishes every minute,
+            10 or 30 only when the endpoint publishes it more often (enhanced metrics).
 
     Raises:
         ValueError, TypeError: a value out of range.
@@ -84,9 +87,10 @@ class ComponentAutoScaling:
     target_invocations_per_copy: float
     scale_in_cooldown: int = 300
     scale_out_cooldown: int = 60
+    alarm_period: int = 60
 
     def __post_init__(self) -> None:
-        for name in ("min_copies", "max_copies", "scale_in_cooldown", "scale_out_cooldown"):
+        for name in ("min_copies", "max_copies", "scale_in_cooldown", "scale_out_cooldown", "alarm_period"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"ComponentAutoScaling.{name} must be an int, got {value!r}")
@@ -106,6 +110,11 @@ class ComponentAutoScaling:
             raise ValueError(f"ComponentAutoScaling.target_invocations_per_copy must be > 0, got {target}")
         if self.scale_in_cooldown < 0 or self.scale_out_cooldown < 0:
             raise ValueError("ComponentAutoScaling cooldowns must be >= 0 seconds")
+        if self.alarm_period not in (10, 30) and (self.alarm_period < 60 or self.alarm_period % 60):
+            raise ValueError(
+                f"ComponentAutoScaling.alarm_period must be 10, 30 or a multiple of 60 seconds (CloudWatch's "
+                f"alarm periods), got {self.alarm_period}"
+            )
 
     @property
     def scales_to_zero(self) -> bool:
@@ -189,9 +198,17 @@ def current_component_scaling(
     from_zero = from_zero_policy_name(component) in policies
     if scaling.scales_to_zero != from_zero:
         return None, True
-    if from_zero and _alarm(cloudwatch, component, deadline) is None:
-        return None, True
+    if from_zero:
+        alarm = _alarm(cloudwatch, component, deadline)
+        if alarm is None:
+            return None, True
+        scaling = dataclasses.replace(scaling, alarm_period=int(alarm.get("Period", 60)))
     return scaling, True
+
+
+def _acting(scaling: ComponentAutoScaling) -> ComponentAutoScaling:
+    """``scaling`` as it acts: the alarm's period matters only for a component that scales to zero."""
+    return scaling if scaling.scales_to_zero else dataclasses.replace(scaling, alarm_period=60)
 
 
 def apply_component_scaling(
@@ -210,7 +227,7 @@ def apply_component_scaling(
     (with whatever was put on it) and the error is raised.
     """
     current, target_existed = current_component_scaling(client, cloudwatch, component, deadline=deadline)
-    if current == scaling:
+    if current is not None and _acting(current) == _acting(scaling):
         return False
     common = _common(component)
     client.register_scalable_target(**common, MinCapacity=scaling.min_copies, MaxCapacity=scaling.max_copies)
@@ -228,7 +245,7 @@ def apply_component_scaling(
             **common,
         )
         if scaling.scales_to_zero:
-            _put_from_zero(client, cloudwatch, component)
+            _put_from_zero(client, cloudwatch, component, scaling.alarm_period)
         else:
             _remove_from_zero(client, cloudwatch, component)
     except BaseException:
@@ -245,7 +262,9 @@ def apply_component_scaling(
     return True
 
 
-def _put_from_zero(client: ApplicationAutoScalingClient, cloudwatch: Any, component: str) -> None:
+def _put_from_zero(
+    client: ApplicationAutoScalingClient, cloudwatch: Any, component: str, period: int
+) -> None:
     answer = client.put_scaling_policy(
         PolicyName=from_zero_policy_name(component),
         PolicyType="StepScaling",
@@ -268,7 +287,7 @@ def _put_from_zero(client: ApplicationAutoScalingClient, cloudwatch: Any, compon
         MetricName=NO_CAPACITY_METRIC,
         Dimensions=[{"Name": COMPONENT_METRIC_DIMENSIONS[0], "Value": component}],
         Statistic="Sum",
-        Period=_ALARM_PERIOD,
+        Period=period,
         EvaluationPeriods=1,
         DatapointsToAlarm=1,
         Threshold=1.0,
@@ -278,7 +297,10 @@ def _put_from_zero(client: ApplicationAutoScalingClient, cloudwatch: Any, compon
 
 
 def _not_found(exc: Exception) -> bool:
-    return error_code(exc) in ("ObjectNotFoundException", "ResourceNotFound", "ResourceNotFoundException")
+    # Application Auto Scaling answers a policy that is not there with a ValidationException ("No scaling
+    # policy found for service namespace ...")
+    code = error_code(exc)
+    return code in ("ObjectNotFoundException", "ResourceNotFoundException", "ValidationException")
 
 
 def _delete_alarm(cloudwatch: Any, component: str) -> None:
