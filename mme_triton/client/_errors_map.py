@@ -91,9 +91,6 @@ _COMPONENT_NOT_FOUND = re.compile(
 # components. Please remove the Inference Component Name header and try again."
 _COMPONENT_HEADER_REQUIRED = re.compile(r"inference component name header is required", re.IGNORECASE)
 _COMPONENT_HEADER_NOT_ALLOWED = re.compile(r"inference component name header is not allowed", re.IGNORECASE)
-# A TargetModel sent to an endpoint that is not a multi-model one (a single model, or inference components):
-# "Endpoint X is not a multi-model endpoint and does not support target model header."
-_NOT_MULTI_MODEL = re.compile(r"not a multi-model endpoint", re.IGNORECASE)
 # A component with no copy to take the request (scaled to zero, or its copies not placed yet); SageMaker
 # counts it in NoCapacityInvocationFailures.
 _NO_CAPACITY = re.compile(
@@ -248,14 +245,6 @@ def _component_error(
             f"{message} (endpoint {context.endpoint_name!r} hosts inference components: name one, with "
             "MMEClient(..., hosting='inference-components') or the handle deploy_inference_components "
             "returned: endpoint.client().infer(component_name, ...))",
-            status=status,
-            **where,
-        )
-    if _NOT_MULTI_MODEL.search(message) and context.target_model is not None:
-        return InferenceError(
-            f"{message} (TargetModel names a model of a multi-model endpoint; an endpoint of inference "
-            "components is invoked by component name, with MMEClient(..., hosting='inference-components') "
-            "or the handle deploy_inference_components returned)",
             status=status,
             **where,
         )

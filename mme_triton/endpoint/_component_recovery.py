@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from mme_triton._inference_components import COMPONENT_IN_PROGRESS
 from mme_triton._sagemaker import error_code, error_message, is_not_found
 from mme_triton.endpoint._recovery import RECOVERY_READ_SECONDS, Ledger, delete_in_order
 from mme_triton.endpoint._resources import describe_or_none, paginate
@@ -92,6 +93,28 @@ def wait_components_gone(
     return sorted(waiting)
 
 
+def wait_components_settled(
+    sagemaker: SageMakerClient, components: Iterable[str], deadline: Deadline, poll_interval: float
+) -> set[str]:
+    """Poll until no component is Creating, Updating or Deleting (or ``deadline`` passes); return the ones
+    that exist."""
+    waiting, found = set(components), set()
+    delays = poll_delays(poll_interval)
+    while waiting:
+        for component in sorted(waiting):
+            described = describe_or_none(
+                sagemaker.describe_inference_component, deadline=deadline, InferenceComponentName=component
+            )
+            if described is None or described.get("InferenceComponentStatus") not in COMPONENT_IN_PROGRESS:
+                waiting.discard(component)
+                if described is not None:
+                    found.add(component)
+        if not waiting or deadline.passed():
+            break
+        time.sleep(min(next(delays), deadline.remaining()))
+    return found | waiting
+
+
 def _names(items: Iterable[tuple[str, ...]]) -> str:
     return ", ".join(f"{item[0]} {item[1]}" for item in items)
 
@@ -110,7 +133,11 @@ def rollback_components(
     created = [item for item in ledger.created if item[0] == "inference-component"]
     deleted: list[tuple[str, str]] = []
     failed: list[tuple[str, str, str]] = []
+    # SageMaker refuses to delete a component while it is Creating: each is waited for first
+    settled = wait_components_settled(sagemaker, [c for _, c in created], wait, poll_interval=5.0)
     for kind, component in created:
+        if component not in settled:
+            continue  # never created (its call failed), or gone already
         if progress is not None:
             progress("rollback", f"deleting {kind} {component}")
         try:
@@ -119,7 +146,7 @@ def rollback_components(
             if not is_not_found(error):
                 reason = f"{error_code(error) or type(error).__name__}: {error_message(error)}"
                 failed.append((kind, component, reason))
-                continue
+            continue
         deleted.append((kind, component))
     still = wait_components_gone(sagemaker, [c for _, c in deleted], wait, poll_interval=5.0)
     for component in still:

@@ -14,7 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from mme_triton._inference_components import COPY_COUNT_DIMENSION, resource_id
 from mme_triton._sagemaker import ARCHIVE_SUFFIX, error_code, is_not_found, model_data_url_of
-from mme_triton.endpoint._component_recovery import endpoint_components_described, wait_components_gone
+from mme_triton.endpoint._component_recovery import (
+    endpoint_components_described,
+    wait_components_gone,
+    wait_components_settled,
+)
 from mme_triton.endpoint._retry import Deadline
 from mme_triton.endpoint.autoscaling import scalable_target
 from mme_triton.endpoint.component_scaling import remove_component_scaling
@@ -73,6 +77,9 @@ def remove_components(
     all in ``report``. True when none is left (the endpoint can go)."""
     if not components:
         return True
+    if not report.dry_run:
+        # SageMaker refuses to delete a component while it is Creating or Updating
+        wait_components_settled(sagemaker, [c.name for c in components], deadline, DELETE_POLL_SECONDS)
     for component in components:
         rid = resource_id(component.name)
         if report.dry_run:

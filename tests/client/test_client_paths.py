@@ -450,3 +450,30 @@ def test_client_takes_botocore_while_motos_mock_is_on() -> None:
         answer, _ = client.infer_raw("m.tar.gz", b"{}", "application/json")
         assert answer  # moto's canned answer for InvokeEndpoint
     assert client.fast_path
+
+
+def test_client_for_inference_components_sends_the_component_header_on_both_paths() -> None:
+    """``hosting="inference-components"``: ``infer``'s first argument is a component's name, checked by the
+    API's pattern and sent as ``InferenceComponentName`` by the fast path and by botocore alike."""
+    inputs = {"INPUT0": GOOD_INPUT}
+    client = MMEClient("ep", runtime_client=_runtime(), hosting="inference-components")
+    assert client.hosting == "inference-components" and client.fast_path
+    settings = dict.fromkeys(
+        ("binary_outputs", "parameters", "request_id", "custom_attributes", "inference_id"), None
+    )
+    plan = client._plan("linear", inputs, None, binary=True, split_batches=False, copy=False, **settings)
+    params = plan.request.params("ep", *plan.bodies[0])
+    assert (plan.request.inference_component, plan.request.target_model) == ("linear", None)
+    wire, _ = Wire.of(_runtime())
+    assert wire is not None
+    fast = wire.request(params).headers
+    _, botocore = _botocore_sends(_runtime(), params)
+    for headers in (fast, botocore):
+        assert headers["X-Amzn-SageMaker-Inference-Component"] == "linear"
+        assert not any("target-model" in name.lower() for name in headers)
+    with pytest.raises(ValueError, match="cannot name an inference component"):
+        client.infer("linear.tar.gz", inputs)
+    with pytest.raises(ValueError, match="not a valid TargetModel"):
+        MMEClient("ep", runtime_client=_runtime()).infer(" linear", inputs)
+    with pytest.raises(ValueError, match="hosting must be one of"):
+        MMEClient("ep", runtime_client=_runtime(), hosting="components")  # type: ignore[arg-type]

@@ -407,3 +407,19 @@ def test_endpoint_status_lists_the_components(repo: Path, ic_kwargs: dict[str, A
     assert "component linear: InService, 2/2 copies (current/desired), 256 MiB, 0.5 cores" in text
     assert "1-3 copies, target 20 invocations/copy/min" in text
     assert status.to_dict()["components"][0]["name"] == "linear"
+
+
+def test_deploy_inference_components_without_wait_then_teardown_of_creating_components(
+    repo: Path, ic_kwargs: dict[str, Any], plane: Any, session: Any, sm: Any, inventory: Any, nothing: Any
+) -> None:
+    """Without ``wait`` the call returns once the components are sent (the endpoint itself is waited for);
+    SageMaker refuses to delete a component while it is Creating, so teardown waits for it first."""
+    plane.transition_delay = 0.5
+    endpoint = deploy_inference_components(
+        "ic-ep", [_small("linear", repo / "linear")], **{**ic_kwargs, "wait": False}
+    )
+    assert endpoint.status == "InService"
+    assert _components(sm)["linear"]["InferenceComponentStatus"] == "Creating"
+    report = teardown("ic-ep", boto3_session=session)
+    assert report.names("inference-component") == ["linear"] and report.errors == []
+    assert inventory() == nothing and _components(sm) == {}

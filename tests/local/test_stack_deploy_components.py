@@ -133,7 +133,10 @@ def test_stack_components_client_errors_say_what_to_do(ic_stack: Any, served: An
         400,
         None,
     )
-    with pytest.raises(InferenceError, match=r"hosting='inference-components'") as by_model:
+    # The stack answers a TargetModel on an endpoint of components as SageMaker answers one on a
+    # single-model endpoint; SageMaker's "Inference Component Name header is required" gets the client's
+    # hint (tests/client/test_errors_map.py)
+    with pytest.raises(InferenceError, match="not a multi-model endpoint") as by_model:
         MMEClient(served.name, boto3_session=served._session).infer("linear.tar.gz", {"INPUT0": x})
     assert not isinstance(by_model.value, InferenceComponentNotFoundError)
     with pytest.raises(ValueError, match="cannot name an inference component"):
