@@ -13,7 +13,11 @@
   variant, started when the endpoint goes ``InService``, added or removed by
   ``UpdateEndpointWeightsAndCapacities``, replaced after ``UpdateEndpoint``, stopped by ``DeleteEndpoint``;
 - a :class:`~mme_triton.local.aws.metrics.MetricsRecorder` that publishes what the route records of each
-  endpoint to the control plane's CloudWatch every ``metrics_period`` seconds (:attr:`LocalStack.metrics`).
+  endpoint to the control plane's CloudWatch every ``metrics_period`` seconds (:attr:`LocalStack.metrics`);
+- for an endpoint that hosts inference components, a Triton in single-model mode per copy, started and
+  stopped as the control plane places copies (:mod:`mme_triton.local.route.components`), and an
+  :class:`~mme_triton.local.aws.autoscaling.AutoScaler` that evaluates their scaling policies every
+  ``metrics_period`` seconds.
 
 The stack never touches ``os.environ``: it hands out a boto3 session whose clients default to it, so every
 other boto3 client in the process keeps reaching real AWS.

@@ -62,6 +62,17 @@ def wait_for(check: Callable[[], Any], timeout: float = 90.0, interval: float = 
         time.sleep(interval)
 
 
+def error_of(call: Callable[[], Any]) -> tuple[str, str, int]:
+    """The ``Error.Code``, ``Error.Message`` and HTTP status of the ClientError ``call`` raises."""
+    import pytest
+    from botocore.exceptions import ClientError
+
+    with pytest.raises(ClientError) as raised:
+        call()
+    error = raised.value.response
+    return error["Error"]["Code"], error["Error"]["Message"], error["ResponseMetadata"]["HTTPStatusCode"]
+
+
 def upload_model(
     stack: Any, model_dir: Path, out: Path, key: str, *, default_model: str | None = None
 ) -> str:

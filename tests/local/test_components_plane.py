@@ -9,7 +9,6 @@ The control plane runs without the stack's route here, so a component's copies a
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from api_shapes import ResponseRecorder
+from components_helpers import error_of as error_with_status
+from components_helpers import wait_for
 
 from mme_triton._inference_components import COPY_COUNT_DIMENSION, resource_id
 from mme_triton.local.aws._components import NO_ROOM
@@ -27,12 +28,15 @@ pytestmark = pytest.mark.moto
 REQUIREMENTS = {"MinMemoryRequiredInMb": 1024, "NumberOfCpuCoresRequired": 1}
 
 
-@pytest.fixture(scope="module")
-def ic_plane() -> Iterator[Any]:
-    """A control plane whose answers are recorded (``.answers``), with a model ``m`` to host."""
+def error_of(call: Callable[[], Any]) -> tuple[str, str]:
+    code, message, _ = error_with_status(call)
+    return code, message
+
+
+def _recorded_plane(transition_delay: float) -> Iterator[Any]:
     from mme_triton.local.aws.controlplane import ControlPlane
 
-    with ControlPlane(transition_delay=0.05) as control_plane:
+    with ControlPlane(transition_delay=transition_delay) as control_plane:
         session = control_plane.boto3_session()
         control_plane.answers = ResponseRecorder(session)  # type: ignore[attr-defined]
         control_plane.sm = session.client("sagemaker")  # type: ignore[attr-defined]
@@ -49,13 +53,17 @@ def ic_plane() -> Iterator[Any]:
         yield control_plane
 
 
-def wait_for(check: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.05)
+@pytest.fixture(scope="module")
+def ic_plane() -> Iterator[Any]:
+    """A control plane whose answers are recorded (``.answers``), with a model ``m`` to host."""
+    yield from _recorded_plane(0.05)
+
+
+@pytest.fixture(scope="module")
+def slow_plane() -> Iterator[Any]:
+    """The same, whose transitions take a second: time to read a component in each transitional status
+    (a loaded machine may take longer than ``ic_plane``'s 0.05 s to read it)."""
+    yield from _recorded_plane(1.0)
 
 
 def ic_endpoint(
@@ -120,21 +128,12 @@ def settled(plane: Any, name: str) -> dict[str, Any]:
     return dict(found)
 
 
-def error_of(call: Callable[[], Any]) -> tuple[str, str]:
-    from botocore.exceptions import ClientError
-
-    with pytest.raises(ClientError) as raised:
-        call()
-    error = raised.value.response["Error"]
-    return error["Code"], error["Message"]
-
-
 # -- the answers ---------------------------------------------------------------------------------------------
 
 
-def test_components_every_operation_answers_in_the_api_shape_through_every_status(ic_plane: Any) -> None:
-    sm = ic_plane.sm
-    ic_endpoint(ic_plane, "shapes-ep")
+def test_components_every_operation_answers_in_the_api_shape_through_every_status(slow_plane: Any) -> None:
+    sm = slow_plane.sm
+    ic_endpoint(slow_plane, "shapes-ep")
     sm.create_inference_component(
         InferenceComponentName="shapes-ic",
         EndpointName="shapes-ep",
@@ -146,14 +145,14 @@ def test_components_every_operation_answers_in_the_api_shape_through_every_statu
     creating = sm.describe_inference_component(InferenceComponentName="shapes-ic")
     assert creating["InferenceComponentStatus"] == "Creating"
     assert creating["RuntimeConfig"] == {"DesiredCopyCount": 1, "CurrentCopyCount": 0}
-    assert settled(ic_plane, "shapes-ic")["RuntimeConfig"]["CurrentCopyCount"] == 1
+    assert settled(slow_plane, "shapes-ic")["RuntimeConfig"]["CurrentCopyCount"] == 1
     sm.update_inference_component_runtime_config(
         InferenceComponentName="shapes-ic", DesiredRuntimeConfig={"CopyCount": 2}
     )
     updating = sm.describe_inference_component(InferenceComponentName="shapes-ic")
     assert updating["InferenceComponentStatus"] == "Updating"
     assert updating["RuntimeConfig"]["DesiredCopyCount"] == 2
-    assert settled(ic_plane, "shapes-ic")["RuntimeConfig"]["PlacementStatus"] == [
+    assert settled(slow_plane, "shapes-ic")["RuntimeConfig"]["PlacementStatus"] == [
         {"InstanceType": "ml.m5.xlarge", "CurrentCopyCount": 2}
     ]
     sm.update_inference_component(
@@ -161,7 +160,7 @@ def test_components_every_operation_answers_in_the_api_shape_through_every_statu
         Specification={"ComputeResourceRequirements": {"MinMemoryRequiredInMb": 512}},
         RuntimeConfig={"CopyCount": 1},
     )
-    updated = settled(ic_plane, "shapes-ic")
+    updated = settled(slow_plane, "shapes-ic")
     assert updated["Specification"]["ComputeResourceRequirements"] == {"MinMemoryRequiredInMb": 512}
     assert updated["Specification"]["ModelName"] == "m"
     sm.list_inference_components(EndpointNameEquals="shapes-ep")
@@ -171,7 +170,7 @@ def test_components_every_operation_answers_in_the_api_shape_through_every_statu
     deleting = sm.describe_inference_component(InferenceComponentName="shapes-ic")
     assert deleting["InferenceComponentStatus"] == "Deleting"
     assert wait_for(lambda: not sm.list_inference_components(NameContains="shapes-ic")["InferenceComponents"])
-    operations = {answer.operation for answer in ic_plane.answers.answers}
+    operations = {answer.operation for answer in slow_plane.answers.answers}
     assert {
         "CreateInferenceComponent",
         "DescribeInferenceComponent",
@@ -180,7 +179,7 @@ def test_components_every_operation_answers_in_the_api_shape_through_every_statu
         "UpdateInferenceComponentRuntimeConfig",
         "DeleteInferenceComponent",
     } <= operations
-    assert [problem for answer in ic_plane.answers.answers for problem in answer.problems()] == []
+    assert [problem for answer in slow_plane.answers.answers for problem in answer.problems()] == []
 
 
 def test_components_arn_and_description_name_the_endpoint(ic_plane: Any) -> None:
@@ -379,9 +378,9 @@ def test_components_duplicate_name_and_unknown_name(ic_plane: Any) -> None:
         assert error_of(call) == ("ValidationException", f'Could not find inference component "{arn}/ghost".')
 
 
-def test_components_changes_are_refused_while_a_transition_runs(ic_plane: Any) -> None:
-    sm = ic_plane.sm
-    ic_endpoint(ic_plane, "busy-ep")
+def test_components_changes_are_refused_while_a_transition_runs(slow_plane: Any) -> None:
+    sm = slow_plane.sm
+    ic_endpoint(slow_plane, "busy-ep")
     sm.create_inference_component(
         InferenceComponentName="busy-ic",
         EndpointName="busy-ep",
@@ -396,7 +395,7 @@ def test_components_changes_are_refused_while_a_transition_runs(ic_plane: Any) -
         )
     )
     assert "while it is in status Creating" in text
-    settled(ic_plane, "busy-ic")
+    settled(slow_plane, "busy-ic")
     sm.delete_inference_component(InferenceComponentName="busy-ic")
     code, text = error_of(lambda: sm.delete_inference_component(InferenceComponentName="busy-ic"))
     assert "DELETE_IN_PROGRESS" in text

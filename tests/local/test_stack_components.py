@@ -22,6 +22,7 @@ from api_shapes import ResponseRecorder
 from components_helpers import (
     component_endpoint,
     create_component,
+    error_of,
     set_copies,
     settled,
     upload_model,
@@ -70,15 +71,6 @@ def invoke(
         EndpointName=endpoint, Body=bytes(body), ContentType=content_type, **extra
     )
     return decode_response(answer["Body"].read(), answer["ContentType"])
-
-
-def error_of(call: Any) -> tuple[str, str, int]:
-    from botocore.exceptions import ClientError
-
-    with pytest.raises(ClientError) as raised:
-        call()
-    error = raised.value.response
-    return error["Error"]["Code"], error["Error"]["Message"], error["ResponseMetadata"]["HTTPStatusCode"]
 
 
 def test_stack_components_aws_sample_sequence_in_plain_boto3(ic_stack: Any, expected_linear: Any) -> None:
@@ -343,3 +335,31 @@ def test_stack_components_update_to_a_new_model_replaces_the_copies(
     assert undone["Specification"]["ModelName"] == "linear-model"
     assert undone["FailureReason"].startswith("Failed to download model data(")
     assert np.allclose(invoke(ic_stack, endpoint, "update-ic", {"INPUT0": x})["OUTPUT0"], expected_linear(x))
+
+
+def test_stack_components_a_copy_whose_triton_dies_is_replaced(ic_stack: Any, is_alive: Any) -> None:
+    """A request that finds its copy's Triton gone is answered ``ServiceUnavailable`` (boto3 retries it, and
+    another copy answers); the copy leaves the routing and a new Triton takes its place, as SageMaker
+    replaces an unhealthy container."""
+    import os
+    import signal
+
+    endpoint = component_endpoint(ic_stack, "crash-ep")
+    create_component(ic_stack, "crash-ic", endpoint, "scale-model", copies=2)
+    runtime = ic_stack.hosting(endpoint).component("crash-ic")
+    victim = runtime.copies[0]
+    pid = victim.triton.pid
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not is_alive(pid), timeout=10)
+    x = {"INPUT0": np.ones((1, 4), np.float32)}
+    for _ in range(6):
+        assert np.array_equal(invoke(ic_stack, endpoint, "crash-ic", x)["OUTPUT0"], 2 * x["INPUT0"])
+    replaced = wait_for(
+        lambda: next(
+            (c for c in runtime.copies if c.copy_id == victim.copy_id and c is not victim and c.triton.pid),
+            None,
+        ),
+        timeout=60,
+    )
+    assert replaced.triton.pid != pid and len(runtime.copies) == 2
+    assert np.array_equal(invoke(ic_stack, endpoint, "crash-ic", x)["OUTPUT0"], 2 * x["INPUT0"])

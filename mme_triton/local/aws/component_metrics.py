@@ -25,6 +25,7 @@ from mme_triton._inference_components import (
     NO_CAPACITY_METRIC,
 )
 from mme_triton._sagemaker import ENDPOINT_METRICS, METRIC_DIMENSIONS
+from mme_triton.local.aws._sink_hooks import PublishHooks
 from mme_triton.local.aws.metrics import MetricsRecorder, Series
 
 __all__ = ["ComponentMetricsSink", "component_sinks"]
@@ -39,7 +40,7 @@ _VARIANT_METRICS = (
 )
 
 
-class ComponentMetricsSink:
+class ComponentMetricsSink(PublishHooks):
     """The metrics of one inference component (see the module's docstring); durations in seconds, published
     in microseconds as SageMaker publishes them."""
 
@@ -116,20 +117,9 @@ class ComponentMetricsSink:
                 namespace, metric, None, unit=unit, dimensions=self.dimensions, instance=copy
             )
 
-    def on_publish(self, hook: Callable[[ComponentMetricsSink], None]) -> None:
-        """Call ``hook(sink)`` before each window is published, until :meth:`close`."""
-
-        def call() -> None:
-            hook(self)
-
-        self._hooks.append(call)
-        self.recorder.add_hook(call)
-
     def close(self) -> None:
         """The component left: its gauges and hooks stop (what it recorded is still published)."""
-        for hook in self._hooks:
-            self.recorder.remove_hook(hook)
-        self._hooks.clear()
+        self._stop_hooks()
         for copy in list(self._copies):
             self.copy_gone(copy)
 

@@ -24,6 +24,10 @@ away; every call still goes through moto's HTTP server and moto's backends):
   such as the SageMaker SDK's resource classes parse it; a scalable target of a SageMaker variant has the
   ``RoleARN`` (the service-linked role) and ``SuspendedState`` that Application Auto Scaling reports, and
   an endpoint with data capture reports DescribeEndpoint's summary of it, not the config's.
+- inference components (:mod:`._components`, :mod:`._component_api`): the six operations, endpoint configs
+  without ``ModelName``, copies placed on the endpoint's instances (``on_component`` hooks start them),
+  Application Auto Scaling's ``inference-component/<name>`` targets (:mod:`._component_scaling`; the
+  stack's :mod:`.autoscaling` evaluates the policies);
 - CloudWatch's PutMetricData, ListMetrics, GetMetricData and GetMetricStatistics are answered as
   CloudWatch answers them (:mod:`mme_triton.local.aws.cloudwatch`; moto's own answers ignore namespaces,
   match subsets of dimensions, list metrics many times and fail on percentiles).

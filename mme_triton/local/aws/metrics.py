@@ -35,6 +35,7 @@ from typing import Any
 
 from mme_triton._sagemaker import ENDPOINT_METRICS, METRIC_DIMENSIONS, error_code, is_transient
 from mme_triton.local.aws._metric_cells import MAX_CELL_VALUES, coarsen
+from mme_triton.local.aws._sink_hooks import PublishHooks
 
 __all__ = [
     "DEFAULT_METRICS_PERIOD",
@@ -352,7 +353,7 @@ class MetricsRecorder:
         return self.flush()
 
 
-class EndpointMetricsSink:
+class EndpointMetricsSink(PublishHooks):
     """What one production variant of an endpoint publishes, under SageMaker's metric names.
 
     Obtained from :meth:`MetricsRecorder.endpoint`; every method records at once and never raises for
@@ -479,21 +480,9 @@ class EndpointMetricsSink:
                 namespace, metric, None, unit=unit, dimensions=self.dimensions, instance=instance
             )
 
-    def on_publish(self, hook: Callable[[EndpointMetricsSink], None]) -> None:
-        """Call ``hook(sink)`` before each window is published (e.g. to sample a process's CPU and memory
-        into :meth:`utilization`), until :meth:`close`."""
-
-        def call() -> None:
-            hook(self)
-
-        self._hooks.append(call)
-        self.recorder.add_hook(call)
-
     def close(self) -> None:
         """The variant is gone: its gauges and hooks stop (what it recorded is still published)."""
-        for hook in self._hooks:
-            self.recorder.remove_hook(hook)
-        self._hooks.clear()
+        self._stop_hooks()
         for instance in list(self._instances):
             self.instance_gone(instance)
         self.recorder._forget(self)

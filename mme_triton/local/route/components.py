@@ -25,26 +25,22 @@ Every copy is a Triton process on this machine: the stack runs at most ``max_cop
 from __future__ import annotations
 
 import logging
-import random
 import shutil
 import threading
 import time
-import warnings
-from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mme_triton._inference_components import ROUTING_STRATEGIES
 from mme_triton._sagemaker import INVOCATION_TIMEOUT_SECONDS
-from mme_triton.errors import LocalStackError, MMETritonWarning
+from mme_triton.errors import LocalStackError
 from mme_triton.local.route._component_metrics import (
-    ComponentSink,
     ComponentSinkFactory,
-    CopyUsageSampler,
     null_component_sink,
     record_component_call,
 )
+from mme_triton.local.route._component_runtime import ComponentRuntime
 from mme_triton.local.route._copies import CopyBudget, CopyRuntime, CopyStartError, prepare_repository
 from mme_triton.local.route.extract import ExtractLimits
 from mme_triton.local.route.responses import (
@@ -66,215 +62,6 @@ if TYPE_CHECKING:
 __all__ = ["ComponentEndpoint", "ComponentRuntime", "CopyBudget"]
 
 logger = logging.getLogger(__name__)
-
-DRAIN_TIMEOUT = INVOCATION_TIMEOUT_SECONDS + 5.0
-
-
-class ComponentRuntime:
-    """One component on the endpoint: its copies in the routing and the repositories they serve."""
-
-    def __init__(self, name: str, endpoint: ComponentEndpoint, sink: ComponentSink) -> None:
-        self.name = name
-        self.endpoint = endpoint
-        self.sink = sink
-        self.planned = 0
-        """The copies the control plane says the component has (``InvocationsPerCopy`` counts them)."""
-        self.version = 0
-        self._copies: list[CopyRuntime] = []
-        self._repositories: dict[int, Path] = {}
-        self._pinned: Counter[int] = Counter()  # versions whose copies are starting
-        self._lock = threading.Lock()
-        self._apply_lock = threading.Lock()
-        self._draw = random.Random()
-        self._sampled = False
-
-    @property
-    def copies(self) -> list[CopyRuntime]:
-        """The copies in the routing."""
-        return list(self._copies)
-
-    def take(self) -> CopyRuntime | None:
-        """A copy for one request, counted on it (:meth:`CopyRuntime.release` when done); ``None`` when the
-        component has none."""
-        for _ in range(8):
-            copies = [c for c in self._copies if not c.retired]
-            if not copies:
-                return None
-            if self.endpoint.routing == "RANDOM":
-                chosen = copies[int(self._draw.random() * len(copies))]
-            else:
-                least = min(c.in_flight for c in copies)
-                best = [c for c in copies if c.in_flight == least]
-                chosen = best[int(self._draw.random() * len(best))] if len(best) > 1 else best[0]
-            if chosen.enter():
-                return chosen
-        return None
-
-    def apply(self, plan: Mapping[str, Any]) -> None:
-        """Run the copies ``plan["Copies"]`` names: new ones started (side by side) and added to the routing,
-        the others retired and stopped once their requests have finished.
-
-        Raises:
-            CopyStartError: a new copy could not start (those started for this plan are stopped again).
-        """
-        with self._apply_lock:
-            wanted = {c["CopyId"]: c["InstanceId"] for c in plan.get("Copies") or []}
-            version = int(plan.get("Version") or 1)
-            with self._lock:
-                current = {c.copy_id: c for c in self._copies}
-            starting = [(copy_id, instance) for copy_id, instance in wanted.items() if copy_id not in current]
-            leaving = [c for copy_id, c in current.items() if copy_id not in wanted]
-            started = self._start(starting, version, plan) if starting else []
-            with self._lock:
-                orphaned = started if self.endpoint.closed else []  # the stack stopped meanwhile
-                if not orphaned:
-                    self._copies = [c for c in self._copies if c not in leaving] + started
-                    self.planned = len(wanted)
-                    self.version = version
-            if orphaned:
-                for copy in orphaned:
-                    copy.close()
-                self.endpoint.budget.give(len(orphaned))
-                raise CopyStartError(f"Endpoint {self.endpoint.endpoint_name} is not in service.")
-            stoppers = []
-            for copy in leaving:
-                copy.retire()
-                stoppers.append(self._stop_when_done(copy))
-            if plan.get("Deleted"):  # a component is gone once its copies have stopped
-                for stopper in stoppers:
-                    stopper.join()
-            if started and not self._sampled:
-                self._sample(plan)
-        logger.info(
-            "inference component %s: %d copies serving (%s)",
-            self.name,
-            len(self._copies),
-            ", ".join(f"{c.copy_id}@{c.instance_id}" for c in self._copies) or "none",
-        )
-
-    def _start(
-        self, starting: list[tuple[str, str]], version: int, plan: Mapping[str, Any]
-    ) -> list[CopyRuntime]:
-        budget = self.endpoint.budget
-        allowed = budget.take(len(starting))
-        if allowed < len(starting):
-            message = (
-                f"inference component {self.name}: {len(starting) - allowed} of its copies do not run: the "
-                f"stack runs at most {budget.limit} copies (LocalStack(max_copies=), each is a Triton on "
-                "this machine), so fewer serve it than DescribeInferenceComponent says"
-            )
-            logger.warning("%s", message)
-            warnings.warn(message, MMETritonWarning, stacklevel=2)
-        starting = starting[:allowed]
-        if not starting:
-            return []
-        with self._lock:
-            self._pinned[version] += 1  # its repository stays while copies of it start
-        try:
-            return self._start_on(starting, version, plan)
-        finally:
-            with self._lock:
-                self._pinned[version] -= 1
-
-    def _start_on(
-        self, starting: list[tuple[str, str]], version: int, plan: Mapping[str, Any]
-    ) -> list[CopyRuntime]:
-        budget = self.endpoint.budget
-        try:
-            repository = self._repository(version, plan)
-        except BaseException:
-            budget.give(len(starting))
-            raise
-        started: dict[str, CopyRuntime] = {}
-        failures: list[BaseException] = []
-
-        def run(copy_id: str, instance: str) -> None:
-            try:
-                started[copy_id] = self.endpoint.start_copy(
-                    self.name, copy_id, instance, version, repository, plan
-                )
-            except BaseException as exc:  # reported below, once the others started or failed
-                failures.append(exc)
-
-        threads = [threading.Thread(target=run, args=pair, name=f"start-{pair[0]}") for pair in starting]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if self.endpoint.closed and not failures:
-            failures.append(CopyStartError(f"Endpoint {self.endpoint.endpoint_name} is not in service."))
-        if failures:
-            for copy in started.values():
-                copy.close()
-            budget.give(len(starting))
-            self._forget_unused()
-            failure = failures[0]
-            raise failure if isinstance(failure, CopyStartError) else CopyStartError(str(failure))
-        return [started[copy_id] for copy_id, _ in starting]
-
-    def _repository(self, version: int, plan: Mapping[str, Any]) -> Path:
-        with self._lock:
-            found = self._repositories.get(version)
-        if found is not None:
-            return found
-        repository = self.endpoint.prepare(self.name, version, plan)
-        with self._lock:
-            self._repositories[version] = repository
-        return repository
-
-    def _forget_unused(self) -> None:
-        """Delete the repositories no copy serves any more."""
-        with self._lock:
-            used = {c.version for c in self._copies} | {v for v, n in self._pinned.items() if n > 0}
-            doomed = {v: r for v, r in self._repositories.items() if v not in used}
-            for version in doomed:
-                del self._repositories[version]
-        for repository in doomed.values():
-            shutil.rmtree(repository.parent, ignore_errors=True)
-
-    def _stop_when_done(self, copy: CopyRuntime, drain_timeout: float = DRAIN_TIMEOUT) -> threading.Thread:
-        def stop() -> None:
-            try:
-                copy.close(drain_timeout=drain_timeout)
-            finally:
-                self.endpoint.budget.give(1)
-                self.sink.copy_gone(copy.copy_id)
-                self._forget_unused()
-
-        thread = threading.Thread(target=stop, name=f"retire-{copy.copy_id}", daemon=True)
-        thread.start()
-        return thread
-
-    def _sample(self, plan: Mapping[str, Any]) -> None:
-        requirements = plan.get("ComputeResourceRequirements") or {}
-        cores = requirements.get("NumberOfCpuCoresRequired")
-        memory = float(requirements.get("MinMemoryRequiredInMb") or 0) * 1024 * 1024
-        self.sink.on_publish(
-            CopyUsageSampler(
-                lambda: [(c.copy_id, c.triton) for c in self._copies],
-                cores=float(cores) if cores else None,
-                memory_bytes=memory,
-            )
-        )
-        self._sampled = True
-
-    def close(self, *, drain_timeout: float = 0.0) -> None:
-        """Stop every copy (side by side) and delete the repositories."""
-        with self._lock:
-            copies, self._copies = self._copies, []
-        threads = [
-            threading.Thread(
-                target=c.close, kwargs={"drain_timeout": drain_timeout}, name=f"stop-{c.copy_id}"
-            )
-            for c in copies
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        self.endpoint.budget.give(len(copies))
-        self._forget_unused()
-        self.sink.close()
 
 
 class ComponentEndpoint:
@@ -324,6 +111,19 @@ class ComponentEndpoint:
         self._lock = threading.Lock()
         self.closed = False
         """Set by :meth:`close`: copies started after it are stopped again."""
+        self._stop = threading.Event()
+        threading.Thread(target=self._watch, name=f"watch-{endpoint_name}", daemon=True).start()
+
+    def _watch(self, interval: float = 0.5) -> None:
+        """Replace the copies whose Triton exited (a request that finds one first replaces it at once)."""
+        while not self._stop.wait(interval):
+            for runtime in list(self._components.values()):
+                for copy in runtime.copies:
+                    if not copy.retired and copy.triton.returncode is not None:
+                        logger.warning(
+                            "copy %s: its Triton exited (%s)", copy.copy_id, copy.triton.returncode
+                        )
+                        runtime.replace(copy)
 
     def component(self, name: str) -> ComponentRuntime | None:
         """The runtime of a component the endpoint hosts, ``None`` when it hosts none of that name."""
@@ -432,7 +232,7 @@ class ComponentEndpoint:
         except TritonTimeoutError:
             response = self.timed_out(name)
         except LocalStackError as exc:
-            response = self.failed(copy, exc)
+            response = self.failed(runtime, copy, exc)
         finally:
             copy.release()
         self.record(runtime, response, call)
@@ -461,9 +261,12 @@ class ComponentEndpoint:
             log_group=f"/aws/sagemaker/InferenceComponents/{name}",
         )
 
-    def failed(self, copy: CopyRuntime, exc: BaseException) -> RuntimeResponse:
-        """A copy whose Triton did not answer: ``ServiceUnavailable`` (a retry may reach another copy)."""
+    def failed(self, runtime: ComponentRuntime, copy: CopyRuntime, exc: BaseException) -> RuntimeResponse:
+        """A copy whose Triton did not answer: ``ServiceUnavailable`` (a retry may reach another copy); a
+        copy whose Triton exited is replaced (:meth:`ComponentRuntime.replace`)."""
         logger.warning("copy %s did not answer: %s", copy.copy_id, exc)
+        if copy.triton.returncode is not None:
+            runtime.replace(copy)
         return service_unavailable(
             f"The copy {copy.copy_id} of the inference component is not available. Retry."
         )
@@ -474,6 +277,7 @@ class ComponentEndpoint:
 
     def close(self) -> None:
         """Stop every component's copies."""
+        self._stop.set()
         with self._lock:
             self.closed = True
             runtimes = list(self._components.values())

@@ -300,7 +300,7 @@ class RuntimeServer:
             pool = self._pool_of(copy.triton, copy.triton.front_end)
         except RuntimeError as exc:  # its Triton is not running
             copy.release()
-            response = hosting.failed(copy, exc)
+            response = hosting.failed(component, copy, exc)
             reply(response)
             hosting.record(component, response, call)
             return
@@ -317,7 +317,7 @@ class RuntimeServer:
                 response = hosting.timed_out(component.name)
             elif status == FAILED:
                 failure = LocalStackError(f"POST /invocations to {copy.copy_id} failed")
-                response = hosting.failed(copy, failure)
+                response = hosting.failed(component, copy, failure)
             else:
                 response = hosting.answer(component.name, status, answer_type.decode("latin-1"), answer)
             reply(response)
