@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from mme_triton.endpoint.instance_specs import INSTANCE_TYPES, InstanceType
     from mme_triton.endpoint.metrics import EndpointMetrics, endpoint_metrics
     from mme_triton.endpoint.planning import DeploymentPlan, plan_deployment
+    from mme_triton.endpoint.planning_components import ComponentDeploymentPlan, plan_inference_components
     from mme_triton.endpoint.teardown import TeardownReport, sweep, teardown
     from mme_triton.model.authoring import configure_model, read_config
     from mme_triton.model.ensemble_builder import EnsembleStep, build_ensemble
@@ -101,6 +102,8 @@ _LAZY: dict[str, str] = {
     "ComponentAutoScaling": "mme_triton.endpoint.component_scaling",
     "plan_deployment": "mme_triton.endpoint.planning",
     "DeploymentPlan": "mme_triton.endpoint.planning",
+    "plan_inference_components": "mme_triton.endpoint.planning_components",
+    "ComponentDeploymentPlan": "mme_triton.endpoint.planning_components",
     "Endpoint": "mme_triton.endpoint.handle",
     "endpoint_metrics": "mme_triton.endpoint.metrics",
     "EndpointMetrics": "mme_triton.endpoint.metrics",
@@ -147,6 +150,7 @@ __all__ = [  # noqa: RUF022
     "CapacityPlan",
     "CodecError",
     "ComponentAutoScaling",
+    "ComponentDeploymentPlan",
     "DeploymentError",
     "DeploymentPlan",
     "DeploymentTimeoutError",
@@ -209,6 +213,7 @@ __all__ = [  # noqa: RUF022
     "perf_analyzer_data",
     "plan_capacity",
     "plan_deployment",
+    "plan_inference_components",
     "profile_model",
     "read_config",
     "remove_model",

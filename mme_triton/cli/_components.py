@@ -5,15 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from mme_triton.cli._common import (
-    SubParsers,
-    add_command,
-    aws_session,
-    deploy_progress,
-    duration,
-    emit,
-    key_values,
-)
+from mme_triton.cli._common import SubParsers, add_command, deploy_progress, duration, emit
+from mme_triton.cli._endpoint import DEPLOY_TIMEOUT, add_endpoint_flags, endpoint_arguments
 
 __all__ = ["component", "register"]
 
@@ -81,31 +74,29 @@ def _managed(text: str | None) -> tuple[int, int] | None:
 
 
 def _deploy(args: argparse.Namespace) -> int:
-    from mme_triton.endpoint.deploy_components import deploy_inference_components
-
     scaling = _scaling(args.autoscaling)
     components = [component(text, scaling) for text in args.component]
     unknown = sorted(set(scaling) - {c.name for c in components})
     if unknown:
         raise ValueError(f"--autoscaling names no --component: {', '.join(unknown)}")
     kwargs: dict[str, Any] = {
-        "role": args.role,
-        "instance_type": args.instance_type,
-        "instance_count": args.instance_count,
-        "model_data_url": args.model_data_url,
-        "image_uri": args.image_uri,
-        "environment": {**key_values(args.env, "--env"), **dict.fromkeys(args.unset_env)} or None,
-        "tags": key_values(args.tag, "--tag"),
-        "inference_ami_version": args.inference_ami_version,
+        **endpoint_arguments(args),
         "managed_instance_scaling": _managed(args.managed_scaling),
         "routing": args.routing,
-        "variant_name": args.variant_name,
-        "wait": not args.no_wait,
-        "timeout": args.timeout.total_seconds(),
-        "boto3_session": aws_session(args),
     }
-    if args.triton_version:
-        kwargs["triton_version"] = args.triton_version
+    if args.dry_run:
+        from mme_triton.endpoint.planning_components import plan_inference_components
+
+        # --timeout bounds the plan's reads; without it the plan's own default applies
+        if args.timeout is not None:
+            kwargs["timeout"] = args.timeout.total_seconds()
+        plan = plan_inference_components(args.endpoint_name, components, **kwargs)
+        emit(args, str(plan), plan.to_dict())
+        return 1 if plan.blockers else 0
+    from mme_triton.endpoint.deploy_components import deploy_inference_components
+
+    timeout = args.timeout if args.timeout is not None else DEPLOY_TIMEOUT
+    kwargs.update(wait=not args.no_wait, timeout=timeout.total_seconds())
     if args.poll_interval is not None:
         kwargs["poll_interval"] = args.poll_interval.total_seconds()
     endpoint = deploy_inference_components(
@@ -130,17 +121,16 @@ def register(sub: SubParsers) -> None:
             "    --component bert=repo/bert,memory=8GiB,cpus=4,accelerators=1,copies=2",
             "mme-triton deploy-components my-components --instance-type ml.m5.xlarge \\",
             "    --component linear=repo/linear --autoscaling linear=0:4:100 --managed-scaling 0:2",
+            "mme-triton deploy-components my-components s3://my-bucket/ic/ --instance-type ml.m5.xlarge \\",
+            "    --component linear=repo/linear --dry-run",
         ],
         handler=_deploy,
         aws=True,
     )
-    p.add_argument("endpoint_name", metavar="ENDPOINT")
-    p.add_argument(
-        "model_data_url",
-        metavar="S3_PREFIX",
-        nargs="?",
-        default=None,
-        help="where the model directories are uploaded (default, with the SageMaker SDK: its bucket)",
+    add_endpoint_flags(
+        p,
+        prefix_help="where the model directories are uploaded (default, with the SageMaker SDK: its bucket)",
+        instance_help="e.g. ml.g5.12xlarge, ml.m5.xlarge",
     )
     p.add_argument(
         "--component",
@@ -150,9 +140,6 @@ def register(sub: SubParsers) -> None:
         metavar="NAME=MODEL[,OPTION=VALUE]",
         help="a component: a model directory or s3:// archive, with memory=, cpus=, accelerators=, copies=",
     )
-    p.add_argument("--role", help="execution role ARN (default, with the SageMaker SDK: its execution role)")
-    p.add_argument("--instance-type", required=True, help="e.g. ml.g5.12xlarge, ml.m5.xlarge")
-    p.add_argument("--instance-count", type=int, default=1)
     p.add_argument("--managed-scaling", metavar="MIN:MAX", help="ManagedInstanceScaling, e.g. 0:2")
     p.add_argument("--routing", help="RoutingConfig: LEAST_OUTSTANDING_REQUESTS or RANDOM")
     p.add_argument(
@@ -162,15 +149,11 @@ def register(sub: SubParsers) -> None:
         metavar="NAME=MIN:MAX:TARGET",
         help="a component's autoscaling: copies MIN to MAX, TARGET invocations per copy per minute",
     )
-    p.add_argument("--image-uri", help="Triton image (default: the region's sagemaker-tritonserver)")
-    p.add_argument("--triton-version", help="YY.MM of the default image, e.g. 24.09")
-    p.add_argument("--env", action="append", default=[], help="every container's environment KEY=VALUE")
-    p.add_argument("--unset-env", action="append", default=[], metavar="KEY", help="leave a default out")
-    p.add_argument("--tag", action="append", default=[], help="tag KEY=VALUE on every resource")
-    p.add_argument("--inference-ami-version", metavar="AMI", help="the variant's InferenceAmiVersion")
-    p.add_argument("--variant-name", default="AllTraffic", help="production variant name")
-    p.add_argument("--timeout", type=duration, default=duration("30m"), help="wait for InService (30m)")
     p.add_argument(
-        "--poll-interval", type=duration, default=None, help="longest wait between polls, e.g. 15s"
+        "--timeout",
+        type=duration,
+        default=None,
+        help="wait for InService (30m); with --dry-run, how long the plan's reads are retried (2m)",
     )
     p.add_argument("--no-wait", action="store_true", help="return once the component calls are sent")
+    p.add_argument("--dry-run", action="store_true", help="print what would be created, updated or deleted")

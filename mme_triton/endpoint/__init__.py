@@ -10,7 +10,9 @@
   :class:`~mme_triton.endpoint.components.InferenceComponent` objects, each with optional
   :class:`~mme_triton.endpoint.component_scaling.ComponentAutoScaling`;
 - :func:`~mme_triton.endpoint.planning.plan_deployment` → what deploy_mme would do, as a
-  :class:`~mme_triton.endpoint.planning.DeploymentPlan` (read calls only);
+  :class:`~mme_triton.endpoint.planning.DeploymentPlan` (read calls only), and
+  :func:`~mme_triton.endpoint.planning_components.plan_inference_components` → a
+  :class:`~mme_triton.endpoint.planning_components.ComponentDeploymentPlan` for inference components;
 - :func:`~mme_triton.endpoint.models.endpoint_models` — the TargetModels a live endpoint serves
   (:func:`~mme_triton.endpoint.models.endpoint_components`: its inference components);
 - :func:`~mme_triton.endpoint.metrics.endpoint_metrics` →
@@ -32,16 +34,23 @@ from mme_triton.endpoint.images import triton_image_uri
 from mme_triton.endpoint.metrics import EndpointMetrics, MetricPoint, endpoint_metrics
 from mme_triton.endpoint.models import endpoint_components, endpoint_model_data_url, endpoint_models
 from mme_triton.endpoint.planning import DeploymentPlan, PlannedUpload, plan_deployment
+from mme_triton.endpoint.planning_components import (
+    ComponentDeploymentPlan,
+    PlannedComponent,
+    plan_inference_components,
+)
 from mme_triton.endpoint.teardown import TeardownError, TeardownReport, sweep, teardown
 
 __all__ = [
     "AutoScaling",
     "ComponentAutoScaling",
+    "ComponentDeploymentPlan",
     "DeploymentPlan",
     "Endpoint",
     "EndpointMetrics",
     "InferenceComponent",
     "MetricPoint",
+    "PlannedComponent",
     "PlannedUpload",
     "TeardownError",
     "TeardownReport",
@@ -53,6 +62,7 @@ __all__ = [
     "endpoint_model_data_url",
     "endpoint_models",
     "plan_deployment",
+    "plan_inference_components",
     "sweep",
     "teardown",
     "triton_image_uri",

@@ -13,34 +13,27 @@ settings, as ``deploy_mme`` names its own, so a re-run with the same arguments n
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mme_triton._inference_components import ROUTING_STRATEGIES
-from mme_triton._sagemaker import parse_s3_url
 from mme_triton.endpoint._inputs import (
     check_kms_key,
-    check_role,
     check_vpc,
     environment_dict,
     normalise_tags,
 )
 from mme_triton.endpoint._plan import EndpointPlan, resource_tags
-from mme_triton.endpoint._resolve import Reach, reach
-from mme_triton.endpoint._resources import check_name, config_name_for, model_name_for, settings_hash
+from mme_triton.endpoint._resolve import EndpointArguments, Reach, check_endpoint_arguments, reach
+from mme_triton.endpoint._resources import config_name_for, model_name_for, settings_hash
 from mme_triton.endpoint.components import InferenceComponent, is_artifact_url
 from mme_triton.endpoint.environment import DEFAULT_MODEL_NAME, TritonEnvironment
 from mme_triton.endpoint.instance_specs import INSTANCE_TYPES
 from mme_triton.endpoint.instances import check_inference_ami_version, check_instance_type, gpu_warnings
 
 if TYPE_CHECKING:
-    import boto3
-    from botocore.config import Config
-    from mypy_boto3_application_autoscaling import ApplicationAutoScalingClient
-    from mypy_boto3_sagemaker import SageMakerClient
-
     from mme_triton.endpoint.component_scaling import ComponentAutoScaling
 
 __all__ = [
@@ -54,33 +47,13 @@ __all__ = [
 ]
 
 
-@dataclass
-class ComponentArguments:
+@dataclass(kw_only=True)
+class ComponentArguments(EndpointArguments):
     """``deploy_inference_components``' arguments about what to deploy, as the caller gave them."""
 
-    endpoint_name: str
     components: Any
-    role: str | None
-    instance_type: str
-    instance_count: int
-    model_data_url: str | None
-    region: str | None
-    image_uri: str | None
-    triton_version: str
-    environment: TritonEnvironment | Mapping[str, str | None] | None
-    inference_ami_version: str | None
     managed_instance_scaling: tuple[int, int] | None
     routing: str | None
-    vpc_config: Mapping[str, Any] | None
-    enable_network_isolation: bool
-    kms_key_id: str | None
-    tags: Mapping[str, str] | Sequence[Mapping[str, str]] | None
-    variant_name: str
-    boto3_session: boto3.Session | None = None
-    boto_config: Config | None = None
-    sagemaker_client: SageMakerClient | None = None
-    autoscaling_client: ApplicationAutoScalingClient | None = None
-    sagemaker_session: Any = None
 
 
 @dataclass
@@ -229,17 +202,10 @@ def resolve_components(args: ComponentArguments, *, plan_only: bool = False) -> 
     Raises:
         ValueError, TypeError: an argument AWS would refuse (see ``deploy_inference_components``).
     """
-    check_name("endpoint name", args.endpoint_name)
-    check_name("variant name", args.variant_name)
-    if args.role is not None:
-        check_role(args.role)
-    if args.model_data_url is not None:
-        parse_s3_url(args.model_data_url)
+    check_endpoint_arguments(args)
     components = _components(args.components)
     instance = check_instance_type(args.instance_type, multi_model=False)
     count = args.instance_count
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise ValueError(f"instance_count must be an int >= 1, got {count!r}")
     managed = _managed_scaling(args.managed_instance_scaling, count)
     if args.routing is not None and args.routing not in ROUTING_STRATEGIES:
         raise ValueError(

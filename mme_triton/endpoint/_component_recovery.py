@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from mme_triton._inference_components import COMPONENT_IN_PROGRESS
 from mme_triton._sagemaker import error_code, error_message, is_not_found
-from mme_triton.endpoint._recovery import RECOVERY_READ_SECONDS, Ledger, delete_in_order
+from mme_triton.endpoint._recovery import RECOVERY_READ_SECONDS, Ledger, delete_in_order, error_like
 from mme_triton.endpoint._resources import describe_or_none, paginate
 from mme_triton.endpoint._retry import Deadline, poll_delays
-from mme_triton.errors import DeploymentError, DeploymentTimeoutError, EndpointFailedError
+from mme_triton.errors import DeploymentError
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
@@ -190,7 +190,7 @@ def _error(
     base = (
         str(exc)
         if isinstance(exc, DeploymentError)
-        else f"deploying the components of {name!r} failed: {exc}"
+        else f"deploying the inference components of {name!r} failed: {exc}"
     )
     parts = [base]
     if deleted:
@@ -204,12 +204,4 @@ def _error(
             f"to finish, run {ledger.call}({name!r}, ...) again (it removes what the endpoint no longer "
             f"uses), or remove the endpoint with teardown({name!r})"
         )
-    message = "; ".join(parts)
-    kept = kept + [(kind, item) for kind, item, _ in failed]
-    if isinstance(exc, EndpointFailedError):
-        return EndpointFailedError(
-            message, endpoint_name=name, failure_reason=exc.failure_reason, rolled_back=deleted, kept=kept
-        )
-    if isinstance(exc, DeploymentTimeoutError):
-        return DeploymentTimeoutError(message, endpoint_name=name, rolled_back=deleted, kept=kept)
-    return DeploymentError(message, endpoint_name=name, rolled_back=deleted, kept=kept)
+    return error_like(exc, "; ".join(parts), name, deleted, kept + [(kind, item) for kind, item, _ in failed])

@@ -9,13 +9,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mme_triton._inference_components import COPY_COUNT_DIMENSION, resource_id
-from mme_triton._sagemaker import error_code, error_message, model_data_url_of
+from mme_triton._sagemaker import model_data_url_of
 from mme_triton.endpoint._component_recovery import endpoint_components_described
 from mme_triton.endpoint._resources import describe_or_none
-from mme_triton.endpoint.autoscaling import scalable_target, scaling_policies
 
 if TYPE_CHECKING:
-    from mypy_boto3_application_autoscaling import ApplicationAutoScalingClient
     from mypy_boto3_sagemaker import SageMakerClient
 
     from mme_triton.endpoint._retry import Deadline
@@ -82,38 +80,12 @@ def _count(value: float | None) -> str:
     return "-" if value is None else f"{value:g}"
 
 
-def _scaling(
-    client: ApplicationAutoScalingClient, component: str, deadline: Deadline
-) -> ScalingStatus | None:
-    from mme_triton.endpoint.status import ScalingStatus
-
-    rid = resource_id(component)
-    target = scalable_target(client, rid, deadline=deadline, dimension=COPY_COUNT_DIMENSION)
-    if target is None:
-        return None
-    policies = scaling_policies(client, rid, deadline=deadline, dimension=COPY_COUNT_DIMENSION)
-    tracking = next(
-        (
-            p["TargetTrackingScalingPolicyConfiguration"]
-            for p in policies
-            if "TargetTrackingScalingPolicyConfiguration" in p
-        ),
-        None,
-    )
-    return ScalingStatus(
-        min_capacity=int(target["MinCapacity"]),
-        max_capacity=int(target["MaxCapacity"]),
-        policies=tuple(p["PolicyName"] for p in policies),
-        target_invocations_per_instance=float(tracking["TargetValue"]) if tracking else None,
-    )
-
-
 def read_components(
     sagemaker: SageMakerClient, scaling_client: Any, endpoint_name: str, deadline: Deadline
 ) -> tuple[ComponentStatus, ...]:
     """The endpoint's components, by name. An autoscaling registration that cannot be read is reported as
     unknown (``scaling_error``) rather than failing the whole look."""
-    from botocore.exceptions import BotoCoreError, ClientError
+    from mme_triton.endpoint.status import read_scaling
 
     found = []
     for described in endpoint_components_described(sagemaker, endpoint_name, deadline):
@@ -127,12 +99,8 @@ def read_components(
             if model_name
             else None
         )
-        scaling, scaling_error = None, None
-        try:
-            scaling = _scaling(scaling_client, name, deadline)
-        except (ClientError, BotoCoreError) as exc:
-            scaling_error = f"{error_code(exc) or type(exc).__name__}: {error_message(exc)}"
-            logger.warning("cannot read the autoscaling of %s: %s", resource_id(name), scaling_error)
+        rid = resource_id(name)
+        scaling, scaling_error = read_scaling(scaling_client, rid, deadline, dimension=COPY_COUNT_DIMENSION)
         accelerators = requirements.get("NumberOfAcceleratorDevicesRequired")
         found.append(
             ComponentStatus(

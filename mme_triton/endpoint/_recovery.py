@@ -34,7 +34,15 @@ if TYPE_CHECKING:
     from mypy_boto3_application_autoscaling import ApplicationAutoScalingClient
     from mypy_boto3_sagemaker import SageMakerClient
 
-__all__ = ["EndpointState", "Ledger", "delete_in_order", "fail", "read_endpoint", "remove_superseded"]
+__all__ = [
+    "EndpointState",
+    "Ledger",
+    "delete_in_order",
+    "error_like",
+    "fail",
+    "read_endpoint",
+    "remove_superseded",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -247,14 +255,24 @@ def fail(
     deleted += restored
     kept = kept + scaling_left
     kept = kept + [(kind, item) for kind, item, _ in failed]
-    message = "; ".join(parts)
+    return error_like(exc, "; ".join(parts), name, deleted, kept)
+
+
+def error_like(
+    exc: Exception,
+    message: str,
+    endpoint_name: str,
+    rolled_back: Sequence[tuple[str, str]],
+    kept: Sequence[tuple[str, str]],
+) -> DeploymentError:
+    """The error to raise for ``exc`` after a rollback: of its class (a failed endpoint or component keeps
+    its ``failure_reason``, a timeout stays a timeout), with what was rolled back and kept."""
+    where: dict[str, Any] = {"endpoint_name": endpoint_name, "rolled_back": rolled_back, "kept": kept}
     if isinstance(exc, EndpointFailedError):
-        return EndpointFailedError(
-            message, endpoint_name=name, failure_reason=exc.failure_reason, rolled_back=deleted, kept=kept
-        )
+        return EndpointFailedError(message, failure_reason=exc.failure_reason, **where)
     if isinstance(exc, DeploymentTimeoutError):
-        return DeploymentTimeoutError(message, endpoint_name=name, rolled_back=deleted, kept=kept)
-    return DeploymentError(message, endpoint_name=name, rolled_back=deleted, kept=kept)
+        return DeploymentTimeoutError(message, **where)
+    return DeploymentError(message, **where)
 
 
 def _how_to_finish(ledger: Ledger) -> str:

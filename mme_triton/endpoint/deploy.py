@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mme_triton.endpoint._recovery import Ledger
@@ -202,27 +202,33 @@ def deploy_mme(
         plan.model_name,
         scaling_client=resolved.scaling_client,
     )
+    description = run_steps(
+        Deployment(resolved, ledger, wait, timeout, poll_interval, progress).run, ledger, progress
+    )
+    return Endpoint.described(
+        description,
+        plan,
+        model_name=plan.model_name,
+        region=resolved.region,
+        sagemaker=resolved.sagemaker,
+        session=boto3_session,
+        boto_config=boto_config,
+    )
+
+
+def run_steps(
+    run: Callable[[], dict[str, Any]], ledger: Ledger, progress: DeployProgress | None
+) -> dict[str, Any]:
+    """``run()`` (a deployment's steps); an interrupt (Ctrl-C) stops at once and says what stays."""
     try:
-        description = Deployment(resolved, ledger, wait, timeout, poll_interval, progress).run()
+        description = run()
     except BaseException as exc:
         if not isinstance(exc, Exception):
             interrupted(ledger, exc)
         raise
     if progress is not None:
-        progress("done", f"{endpoint_name} {description['EndpointStatus']}")
-    return Endpoint(
-        name=endpoint_name,
-        arn=str(description["EndpointArn"]),
-        status=str(description["EndpointStatus"]),
-        model_data_url=plan.model_data_url,
-        endpoint_config_name=str(description.get("EndpointConfigName", plan.config_name)),
-        model_name=plan.model_name,
-        region=resolved.region,
-        failure_reason=description.get("FailureReason"),
-        _sagemaker=resolved.sagemaker,
-        _session=boto3_session,
-        _boto_config=boto_config,
-    )
+        progress("done", f"{ledger.endpoint_name} {description['EndpointStatus']}")
+    return description
 
 
 def check_environments(items: Iterable[object], triton_version: str | None) -> None:

@@ -34,7 +34,7 @@ from mme_triton.endpoint._recovery import Ledger
 from mme_triton.endpoint._resolve import emit_warnings
 from mme_triton.endpoint._retry import control_plane_config
 from mme_triton.endpoint.components import InferenceComponent, artifact_url_parts
-from mme_triton.endpoint.deploy import check_environments, interrupted
+from mme_triton.endpoint.deploy import check_environments, run_steps
 from mme_triton.endpoint.environment import TritonEnvironment
 from mme_triton.endpoint.handle import DeployProgress, Endpoint, check_wait
 from mme_triton.endpoint.images import DEFAULT_TRITON_VERSION
@@ -217,28 +217,16 @@ def deploy_inference_components(
         return holder[0]
 
     steps = ComponentDeployment(resolved, plan, ledger, wait, timeout, poll_interval, progress, cloudwatch)
-    try:
-        description = steps.run()
-    except BaseException as exc:
-        if not isinstance(exc, Exception):
-            interrupted(ledger, exc)
-        raise
-    if progress is not None:
-        progress("done", f"{endpoint_name} {description['EndpointStatus']}")
-    return Endpoint(
-        name=endpoint_name,
-        arn=str(description["EndpointArn"]),
-        status=str(description["EndpointStatus"]),
-        model_data_url=plan.model_data_url,
-        endpoint_config_name=str(description.get("EndpointConfigName", plan.config_name)),
+    return Endpoint.described(
+        run_steps(steps.run, ledger, progress),
+        plan,
         model_name="",
         region=where.region,
-        failure_reason=description.get("FailureReason"),
+        sagemaker=where.sagemaker,
+        session=where.boto3_session,
+        boto_config=boto_config,
         hosting="inference-components",
         components=tuple(sorted(spec.name for spec in plan.components)),
-        _sagemaker=where.sagemaker,
-        _session=where.boto3_session,
-        _boto_config=boto_config,
     )
 
 
@@ -264,7 +252,13 @@ def _upload(
         # one call each: a directory goes under its versioned name, an Artifact under its own
         versioned = isinstance(source.upload, str | os.PathLike)
         (uploaded,) = upload_models(
-            [source.upload], url, versioned=versioned, overwrite=overwrite, s3_client=s3_client, **aws
+            [source.upload],
+            url,
+            versioned=versioned,
+            overwrite=overwrite,
+            check_ensembles=False,  # each component names its archive: no TargetModel finds an old one
+            s3_client=s3_client,
+            **aws,
         )[:1]
         source.url, source.model_name, source.members = uploaded.url, uploaded.model_name, uploaded.members
 

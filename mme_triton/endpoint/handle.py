@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
 
     from mme_triton.client.client import MMEClient
+    from mme_triton.endpoint._plan import EndpointPlan
     from mme_triton.endpoint.metrics import EndpointMetrics
 
 __all__ = [
@@ -136,6 +137,38 @@ class Endpoint:
     _sagemaker: SageMakerClient | None = field(default=None, repr=False, compare=False)
     _session: Any = field(default=None, repr=False, compare=False)
     _boto_config: Any = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def described(
+        cls,
+        description: Mapping[str, Any],
+        plan: EndpointPlan,
+        *,
+        model_name: str,
+        region: str,
+        sagemaker: SageMakerClient,
+        session: Any,
+        boto_config: Any,
+        hosting: Hosting = "mme",
+        components: tuple[str, ...] = (),
+    ) -> Endpoint:
+        """The handle a deployer returns: the endpoint as DescribeEndpoint answered, what ``plan`` made,
+        and the clients it was made with."""
+        return cls(
+            name=plan.endpoint_name,
+            arn=str(description["EndpointArn"]),
+            status=str(description["EndpointStatus"]),
+            model_data_url=plan.model_data_url,
+            endpoint_config_name=str(description.get("EndpointConfigName", plan.config_name)),
+            model_name=model_name,
+            region=region,
+            failure_reason=description.get("FailureReason"),
+            hosting=hosting,
+            components=components,
+            _sagemaker=sagemaker,
+            _session=session,
+            _boto_config=boto_config,
+        )
 
     def client(self, **kwargs: Any) -> MMEClient:
         """A ready :class:`~mme_triton.client.client.MMEClient` for this endpoint (same session and config):

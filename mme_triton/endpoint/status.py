@@ -21,7 +21,7 @@ from mme_triton._sagemaker import error_code, error_message, make_client, model_
 from mme_triton._sdk import boto3_session_of
 from mme_triton.endpoint._component_status import ComponentStatus, read_components
 from mme_triton.endpoint._retry import Deadline, control_plane_config, read
-from mme_triton.endpoint.autoscaling import resource_id, scalable_target, scaling_policies
+from mme_triton.endpoint.autoscaling import SCALABLE_DIMENSION, resource_id, scalable_target, scaling_policies
 from mme_triton.endpoint.handle import check_seconds, control_plane_errors
 
 if TYPE_CHECKING:
@@ -163,13 +163,12 @@ def _count(value: int | None) -> str:
 
 
 def _scaling(
-    client: ApplicationAutoScalingClient, endpoint_name: str, variant: str, deadline: Deadline
+    client: ApplicationAutoScalingClient, rid: str, deadline: Deadline, dimension: str
 ) -> ScalingStatus | None:
-    rid = resource_id(endpoint_name, variant)
-    target = scalable_target(client, rid, deadline=deadline)
+    target = scalable_target(client, rid, deadline=deadline, dimension=dimension)
     if target is None:
         return None
-    policies = scaling_policies(client, rid, deadline=deadline)
+    policies = scaling_policies(client, rid, deadline=deadline, dimension=dimension)
     tracking = next(
         (
             p["TargetTrackingScalingPolicyConfiguration"]
@@ -186,10 +185,11 @@ def _scaling(
     )
 
 
-def _variant_scaling(
-    client: ApplicationAutoScalingClient, endpoint_name: str, variant: str, deadline: Deadline
+def read_scaling(
+    client: ApplicationAutoScalingClient, rid: str, deadline: Deadline, *, dimension: str = SCALABLE_DIMENSION
 ) -> tuple[ScalingStatus | None, str | None]:
-    """(the variant's autoscaling, None) or (None, why it cannot be read).
+    """(the autoscaling of the scalable target ``rid`` — a variant's, or with ``dimension`` an inference
+    component's — None) or (None, why it cannot be read).
 
     Like a deploy, which needs Application Auto Scaling only when asked for autoscaling, the status of
     an endpoint does not fail for want of that permission (or while that service keeps failing).
@@ -197,10 +197,10 @@ def _variant_scaling(
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        return _scaling(client, endpoint_name, variant, deadline), None
+        return _scaling(client, rid, deadline, dimension), None
     except (ClientError, BotoCoreError) as exc:
         reason = f"{error_code(exc) or type(exc).__name__}: {error_message(exc)}"
-        logger.warning("cannot read the autoscaling of %s: %s", resource_id(endpoint_name, variant), reason)
+        logger.warning("cannot read the autoscaling of %s: %s", rid, reason)
         return None, reason
 
 
@@ -284,7 +284,8 @@ def endpoint_status(
     for name in list(configured) + [n for n in running if n not in configured]:
         setting: Any = configured.get(name, {})
         state: Any = running.get(name, {})
-        scaling, scaling_error = _variant_scaling(scaling_client, endpoint_name, name, deadline)
+        rid = resource_id(endpoint_name, name)
+        scaling, scaling_error = read_scaling(scaling_client, rid, deadline)
         variants.append(
             VariantStatus(
                 name=name,

@@ -87,3 +87,23 @@ def test_cli_deploy_components_usage_errors(
     assert main(_deploy("cli-ic", aws_env, *extra)) == 2
     error = capsys.readouterr().err
     assert error.startswith("error: ") and message in error
+
+
+def test_cli_deploy_components_dry_run_prints_the_plan_and_creates_nothing(
+    aws_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import boto3
+
+    argv = _deploy("planned-ic", aws_env, "--component", f"linear={EXAMPLES / 'linear'},memory=256MiB")
+    assert main([*argv, "--dry-run"]) == 0
+    assert "inference components plan for endpoint planned-ic" in capsys.readouterr().out
+    assert main([*argv, "--dry-run", "--json", "--timeout", "10s"]) == 0
+    plan = _json(capsys)
+    assert plan["endpoint_action"] == "create"
+    assert [(c["name"], c["action"]) for c in plan["components"]] == [("linear", "create")]
+    assert boto3.client("sagemaker").list_endpoints()["Endpoints"] == []
+    assert main(["list", aws_env]) == 0
+    assert capsys.readouterr().out.strip() == ""  # nothing uploaded either
+    zero = _deploy("planned-ic", aws_env, "--component", f"linear={EXAMPLES / 'linear'},copies=0")
+    assert main([*zero, "--dry-run"]) == 1  # a blocker: the plan says why the deploy would fail
+    assert "would fail:" in capsys.readouterr().out

@@ -4,7 +4,6 @@ re-run changes, what a failure rolls back, and what teardown and sweep remove.""
 
 from __future__ import annotations
 
-import shutil
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -25,21 +24,7 @@ from mme_triton.errors import DeploymentError, EndpointFailedError
 
 pytestmark = pytest.mark.moto
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "model_repository"
 NO_ROOM = "not enough hardware resources"
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    """A copy of the example repository (linear, scale, pipeline) that a test may change."""
-    target = tmp_path / "repo"
-    shutil.copytree(EXAMPLES, target)
-    return target
-
-
-@pytest.fixture
-def ic_kwargs(deploy_kwargs: dict[str, Any], model_data_url: str) -> dict[str, Any]:
-    return {**deploy_kwargs, "instance_type": "ml.m5.xlarge", "model_data_url": model_data_url}
 
 
 def _components(sm: Any) -> dict[str, dict[str, Any]]:

@@ -22,11 +22,6 @@ COMPONENTS = [
 ]
 
 
-@pytest.fixture
-def ic_kwargs(deploy_kwargs: dict[str, Any], model_data_url: str) -> dict[str, Any]:
-    return {**deploy_kwargs, "instance_type": "ml.m5.xlarge", "model_data_url": model_data_url}
-
-
 def _components(sm: Any) -> list[str]:
     return sorted(c["InferenceComponentName"] for c in sm.list_inference_components()["InferenceComponents"])
 
