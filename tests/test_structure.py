@@ -56,14 +56,19 @@ def _source(path: Path) -> str:
     ],
 )
 def test_sagemaker_fact_is_defined_only_in_sagemaker_module(fact: str, pattern: str) -> None:
-    copies = [
+    copies = _copies_outside("_sagemaker.py", pattern)
+    assert copies == [], f"{fact} is defined again outside mme_triton/_sagemaker.py:\n" + "\n".join(copies)
+
+
+def _copies_outside(home: str, pattern: str) -> list[str]:
+    """The lines of the package's sources, but ``home``, that ``pattern`` finds (comments aside)."""
+    return [
         f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}"
         for path in SOURCES
-        if path.name != "_sagemaker.py"
+        if path.name != home
         for number, line in enumerate(_source(path).splitlines(), start=1)
         if re.search(pattern, line) and not line.lstrip().startswith("#")
     ]
-    assert copies == [], f"{fact} is defined again outside mme_triton/_sagemaker.py:\n" + "\n".join(copies)
 
 
 @pytest.mark.parametrize(
@@ -275,13 +280,7 @@ def test_pyproject_license_is_an_spdx_expression() -> None:
     ids=["header", "dimension", "namespace", "resource-id"],
 )
 def test_inference_component_fact_is_defined_only_in_its_module(fact: str, pattern: str) -> None:
-    copies = [
-        f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}"
-        for path in SOURCES
-        if path.name != "_inference_components.py"
-        for number, line in enumerate(_source(path).splitlines(), start=1)
-        if re.search(pattern, line) and not line.lstrip().startswith("#")
-    ]
+    copies = _copies_outside("_inference_components.py", pattern)
     assert copies == [], (
         f"{fact} is defined again outside mme_triton/_inference_components.py:\n" + "\n".join(copies)
     )

@@ -216,6 +216,42 @@ def test_components_sdk_core_parses_every_component_answer(ic_plane: Any) -> Non
     assert parsed >= 2
 
 
+@pytest.mark.sagemaker
+def test_components_sdk_v3_inference_component_class_creates_waits_updates_and_deletes(ic_plane: Any) -> None:
+    """``sagemaker.core.resources.InferenceComponent`` drives the control plane as it drives SageMaker."""
+    from sagemaker.core.resources import InferenceComponent
+    from sagemaker.core.shapes import (
+        InferenceComponentComputeResourceRequirements,
+        InferenceComponentRuntimeConfig,
+        InferenceComponentSpecification,
+    )
+
+    ic_endpoint(ic_plane, "sdk-class-ep")
+    where = {"session": ic_plane.boto3_session(), "region": ic_plane.region}
+    created = InferenceComponent.create(
+        inference_component_name="sdk-class-ic",
+        endpoint_name="sdk-class-ep",
+        variant_name="AllTraffic",
+        specification=InferenceComponentSpecification(
+            model_name="m",
+            compute_resource_requirements=InferenceComponentComputeResourceRequirements(
+                min_memory_required_in_mb=512
+            ),
+        ),
+        runtime_config=InferenceComponentRuntimeConfig(copy_count=1),
+        **where,
+    )
+    created.wait_for_status("InService", poll=1)
+    created.update(runtime_config=InferenceComponentRuntimeConfig(copy_count=2))
+    created.wait_for_status("InService", poll=1)
+    found = InferenceComponent.get("sdk-class-ic", **where)
+    assert (found.runtime_config.desired_copy_count, found.runtime_config.current_copy_count) == (2, 2)
+    assert "sdk-class-ic" in [c.inference_component_name for c in InferenceComponent.get_all(**where)]
+    found.delete()
+    found.wait_for_delete(poll=1)
+    assert not ic_plane.sm.list_inference_components(NameContains="sdk-class-ic")["InferenceComponents"]
+
+
 # -- what SageMaker refuses ------------------------------------------------------------------------------
 
 

@@ -95,19 +95,9 @@ def check_requirements(requirements: Any, instance_type: str | None) -> dict[str
     low = requirements.get("MinMemoryRequiredInMb")
     if isinstance(low, bool) or not isinstance(low, int):
         raise _constraint(low, f"{where}.minMemoryRequiredInMb", "Member must not be null")
-    for key, floor in (("MinMemoryRequiredInMb", MIN_MEMORY_MB), ("MaxMemoryRequiredInMb", MIN_MEMORY_MB)):
-        value = requirements.get(key)
-        if value is not None and value < floor:
-            name = key[0].lower() + key[1:]
-            raise _constraint(
-                value, f"{where}.{name}", f"Member must have value greater than or equal to {floor}"
-            )
-    high = requirements.get("MaxMemoryRequiredInMb")
-    if high is not None and high < low:
-        raise refuse(
-            f"MaxMemoryRequiredInMb ({high}) must be greater than or equal to MinMemoryRequiredInMb ({low})."
-        )
     for key, minimum in (
+        ("MinMemoryRequiredInMb", float(MIN_MEMORY_MB)),
+        ("MaxMemoryRequiredInMb", float(MIN_MEMORY_MB)),
         ("NumberOfCpuCoresRequired", MIN_CPU_CORES),
         ("NumberOfAcceleratorDevicesRequired", MIN_ACCELERATORS),
     ):
@@ -117,6 +107,11 @@ def check_requirements(requirements: Any, instance_type: str | None) -> dict[str
             raise _constraint(
                 value, f"{where}.{name}", f"Member must have value greater than or equal to {minimum:g}"
             )
+    high = requirements.get("MaxMemoryRequiredInMb")
+    if high is not None and high < low:
+        raise refuse(
+            f"MaxMemoryRequiredInMb ({high}) must be greater than or equal to MinMemoryRequiredInMb ({low})."
+        )
     accelerators = requirements.get("NumberOfAcceleratorDevicesRequired")
     if accelerators and instance_type is not None:
         from mme_triton._inference_components import instance_resources
