@@ -19,6 +19,7 @@ from mme_triton.errors import (
     EndpointFailedError,
     EndpointNotFoundError,
     ExportError,
+    InferenceComponentNotFoundError,
     InferenceError,
     InvalidInputError,
     LocalStackError,
@@ -29,6 +30,7 @@ from mme_triton.errors import (
     ModelNotReadyError,
     ModelOutOfMemoryError,
     ModelValidationError,
+    NoCapacityError,
     PayloadTooLargeError,
     ProfileError,
     TeardownError,
@@ -52,13 +54,17 @@ if TYPE_CHECKING:
         encode_request,
     )
     from mme_triton.endpoint.autoscaling import AutoScaling
+    from mme_triton.endpoint.component_scaling import ComponentAutoScaling
+    from mme_triton.endpoint.components import InferenceComponent
     from mme_triton.endpoint.deploy import deploy_mme
+    from mme_triton.endpoint.deploy_components import deploy_inference_components
     from mme_triton.endpoint.environment import TritonEnvironment
     from mme_triton.endpoint.handle import Endpoint
     from mme_triton.endpoint.images import triton_image_uri
     from mme_triton.endpoint.instance_specs import INSTANCE_TYPES, InstanceType
     from mme_triton.endpoint.metrics import EndpointMetrics, endpoint_metrics
     from mme_triton.endpoint.planning import DeploymentPlan, plan_deployment
+    from mme_triton.endpoint.planning_components import ComponentDeploymentPlan, plan_inference_components
     from mme_triton.endpoint.teardown import TeardownReport, sweep, teardown
     from mme_triton.model.authoring import configure_model, read_config
     from mme_triton.model.ensemble_builder import EnsembleStep, build_ensemble
@@ -91,8 +97,13 @@ _LAZY: dict[str, str] = {
     "triton_image_uri": "mme_triton.endpoint.images",
     "TritonEnvironment": "mme_triton.endpoint.environment",
     "deploy_mme": "mme_triton.endpoint.deploy",
+    "deploy_inference_components": "mme_triton.endpoint.deploy_components",
+    "InferenceComponent": "mme_triton.endpoint.components",
+    "ComponentAutoScaling": "mme_triton.endpoint.component_scaling",
     "plan_deployment": "mme_triton.endpoint.planning",
     "DeploymentPlan": "mme_triton.endpoint.planning",
+    "plan_inference_components": "mme_triton.endpoint.planning_components",
+    "ComponentDeploymentPlan": "mme_triton.endpoint.planning_components",
     "Endpoint": "mme_triton.endpoint.handle",
     "endpoint_metrics": "mme_triton.endpoint.metrics",
     "EndpointMetrics": "mme_triton.endpoint.metrics",
@@ -138,6 +149,8 @@ __all__ = [  # noqa: RUF022
     "Candidate",
     "CapacityPlan",
     "CodecError",
+    "ComponentAutoScaling",
+    "ComponentDeploymentPlan",
     "DeploymentError",
     "DeploymentPlan",
     "DeploymentTimeoutError",
@@ -152,6 +165,8 @@ __all__ = [  # noqa: RUF022
     "INSTANCE_TYPES",
     "InferInput",
     "InferRequestedOutput",
+    "InferenceComponent",
+    "InferenceComponentNotFoundError",
     "InferenceError",
     "InstanceGroup",
     "InstanceType",
@@ -167,6 +182,7 @@ __all__ = [  # noqa: RUF022
     "ModelProfile",
     "ModelValidationError",
     "ModelWarmup",
+    "NoCapacityError",
     "PayloadTooLargeError",
     "Problem",
     "ProfileError",
@@ -186,6 +202,7 @@ __all__ = [  # noqa: RUF022
     "configure_model",
     "content_digest",
     "decode_response",
+    "deploy_inference_components",
     "deploy_mme",
     "encode_request",
     "endpoint_metrics",
@@ -196,6 +213,7 @@ __all__ = [  # noqa: RUF022
     "perf_analyzer_data",
     "plan_capacity",
     "plan_deployment",
+    "plan_inference_components",
     "profile_model",
     "read_config",
     "remove_model",

@@ -3,7 +3,11 @@
 An endpoint whose production variant names no model hosts *inference components* (ICs): each a model with
 reserved memory, CPU cores and accelerators per copy and a copy count (``CreateInferenceComponent``,
 ``UpdateInferenceComponentRuntimeConfig``), invoked with ``InferenceComponentName``. The library's deployer,
-its client, its metrics reader and the embedded stack read the names, limits and metrics here.
+its client, its metrics reader and the embedded stack read the names, limits and metrics here: the
+component's name (:func:`check_component_name`) and header, the resource minimums, the copy count
+(:data:`MIN_CREATE_COPY_COUNT`), the statuses, an endpoint config made for components
+(:func:`hosts_components`), Application Auto Scaling's view of a component, the metrics, and the library's
+two words for how an endpoint hosts its models (:data:`HOSTINGS`).
 
 **Placing a copy** (:func:`place_copy`). AWS documents that SageMaker places each copy on an instance with
 room for its ``ComputeResourceRequirements`` ("the compute resources that SageMaker reserves for each copy")
@@ -25,39 +29,65 @@ reserved for SageMaker's own agents. Decided once here, for the embedded stack a
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Final, Literal
 
-from mme_triton._sagemaker import METRICS_NAMESPACE
+from mme_triton._sagemaker import INSTANCE_METRICS_NAMESPACE, METRICS_NAMESPACE
 
 if TYPE_CHECKING:
     from mme_triton.endpoint.instance_specs import InstanceType
 
 __all__ = [
+    "COMPONENT_IN_PROGRESS",
     "COMPONENT_METRICS",
     "COMPONENT_METRICS_NAMESPACE",
     "COMPONENT_METRIC_DIMENSIONS",
+    "COMPONENT_NAME_MAX",
+    "COMPONENT_NAME_PATTERN",
+    "COMPONENT_STATUSES",
     "COPY_COUNT_DIMENSION",
+    "HOSTINGS",
     "INFERENCE_COMPONENT_HEADER",
     "INVOCATIONS_PER_COPY",
     "MIN_ACCELERATORS",
+    "MIN_COPY_COUNT",
     "MIN_CPU_CORES",
+    "MIN_CREATE_COPY_COUNT",
     "MIN_MEMORY_MB",
     "NO_CAPACITY_METRIC",
+    "RESERVATION_METRICS",
     "RESOURCE_ID_PREFIX",
     "ROUTING_STRATEGIES",
+    "Hosting",
     "Resources",
+    "check_component_name",
+    "component_name_problem",
     "component_of_resource_id",
+    "hosts_components",
     "instance_resources",
     "place_copy",
     "required_resources",
     "resource_id",
 ]
 
+Hosting = Literal["mme", "inference-components"]
+HOSTINGS: tuple[Hosting, ...] = ("mme", "inference-components")
+"""How an endpoint hosts its models, in the library's words: ``"mme"``, a multi-model endpoint (one model,
+``Mode=MultiModel``, requests name a ``TargetModel``), or ``"inference-components"`` (a variant with no
+model, one inference component per model, requests name an ``InferenceComponentName``)."""
+
 INFERENCE_COMPONENT_HEADER = "X-Amzn-SageMaker-Inference-Component"
 """The HTTP header that carries InvokeEndpoint's ``InferenceComponentName`` (botocore's service model)."""
+
+COMPONENT_NAME_MAX = 63
+"""An inference component's name has at most 63 characters."""
+
+COMPONENT_NAME_PATTERN = r"^[a-zA-Z0-9]([\-a-zA-Z0-9]*[a-zA-Z0-9])?$"
+"""The pattern InvokeEndpoint and CreateInferenceComponent give the name (letters, digits and hyphens, a
+letter or digit at both ends)."""
 
 MIN_MEMORY_MB = 128
 """``ComputeResourceRequirements.MinMemoryRequiredInMb`` (and ``MaxMemoryRequiredInMb``) are at least 128."""
@@ -66,11 +96,24 @@ MIN_CPU_CORES = 0.25
 MIN_ACCELERATORS = 1.0
 """``NumberOfAcceleratorDevicesRequired`` is at least 1 when given."""
 
+MIN_COPY_COUNT = 0
+"""``RuntimeConfig.CopyCount`` is at least 0 in the API (UpdateInferenceComponentRuntimeConfig parks a
+component at zero copies; Application Auto Scaling takes it there with ``MinCapacity`` 0)."""
+MIN_CREATE_COPY_COUNT = 1
+"""CreateInferenceComponent refuses a ``CopyCount`` of 0 ("Inference components copy count an integer larger
+than 0", reported from AWS in github.com/stdapi-ai/stdapi.ai issue 43, where botocore's model allows 0): a
+component is created with at least one copy and scaled to zero afterwards."""
+
+COMPONENT_STATUSES = ("InService", "Creating", "Updating", "Failed", "Deleting")
+"""``InferenceComponentStatus`` values."""
+COMPONENT_IN_PROGRESS = frozenset({"Creating", "Updating", "Deleting"})
+"""Statuses a component leaves by itself."""
+
 RESOURCE_ID_PREFIX = "inference-component/"
 """Application Auto Scaling's ``ResourceId`` of a component is this prefix and the component's name."""
-COPY_COUNT_DIMENSION = "sagemaker:inference-component:DesiredCopyCount"
+COPY_COUNT_DIMENSION: Final = "sagemaker:inference-component:DesiredCopyCount"
 """Application Auto Scaling's ``ScalableDimension`` of a component's copy count."""
-INVOCATIONS_PER_COPY = "SageMakerInferenceComponentInvocationsPerCopy"
+INVOCATIONS_PER_COPY: Final = "SageMakerInferenceComponentInvocationsPerCopy"
 """The predefined metric of a target tracking policy on a component (``InvocationsPerCopy``, Sum per
 minute)."""
 
@@ -107,6 +150,78 @@ COMPONENT_METRICS: Mapping[str, tuple[str, str]] = MappingProxyType(
 )
 """A component's CloudWatch metrics: name -> (namespace, unit); dimensions
 :data:`COMPONENT_METRIC_DIMENSIONS`."""
+
+RESERVATION_METRICS: Mapping[str, tuple[str, str]] = MappingProxyType(
+    {
+        # Per instance of a variant that hosts components (EndpointName, VariantName), 0-100 %:
+        "CPUReservation": (INSTANCE_METRICS_NAMESPACE, "Percent"),  # cores the copies reserved
+        "MemoryReservation": (INSTANCE_METRICS_NAMESPACE, "Percent"),
+        "GPUReservation": (INSTANCE_METRICS_NAMESPACE, "Percent"),
+        "CPUUtilizationNormalized": (INSTANCE_METRICS_NAMESPACE, "Percent"),
+        "GPUUtilizationNormalized": (INSTANCE_METRICS_NAMESPACE, "Percent"),
+        "GPUMemoryUtilizationNormalized": (INSTANCE_METRICS_NAMESPACE, "Percent"),
+    }
+)
+"""The ``/aws/sagemaker/Endpoints`` metrics SageMaker publishes only for endpoints that host components
+("SageMaker AI endpoint metrics"): how much of each instance the copies reserved, and its utilization
+normalized to 0-100 %."""
+
+_NAME = re.compile(COMPONENT_NAME_PATTERN)
+
+
+def component_name_problem(name: object) -> str | None:
+    """Why ``name`` cannot name an inference component, or ``None`` when SageMaker accepts it.
+
+    Example:
+        >>> component_name_problem("resnet-v2") is None
+        True
+        >>> component_name_problem("resnet.tar.gz")
+        "an inference component's name is letters, digits and hyphens, a letter or digit at both ends"
+    """
+    if not isinstance(name, str):
+        return f"an inference component's name must be a str, not {type(name).__name__}"
+    if not name:
+        return "an inference component's name must not be empty"
+    if len(name) > COMPONENT_NAME_MAX:
+        return f"an inference component's name has at most {COMPONENT_NAME_MAX} characters, not {len(name)}"
+    if _NAME.match(name) is None:
+        return "an inference component's name is letters, digits and hyphens, a letter or digit at both ends"
+    return None
+
+
+def check_component_name(name: str) -> str:
+    """Return ``name`` if SageMaker accepts it as an inference component's name.
+
+    Raises:
+        TypeError: not a string.
+        ValueError: it breaks the rule; the message says how.
+
+    Example:
+        >>> check_component_name("linear")
+        'linear'
+    """
+    problem = component_name_problem(name)
+    if problem is None:
+        return name
+    if not isinstance(name, str):
+        raise TypeError(problem)
+    shown = name if len(name) <= 80 else name[:77] + "..."
+    raise ValueError(f"{shown!r} cannot name an inference component: {problem} ({COMPONENT_NAME_PATTERN})")
+
+
+def hosts_components(endpoint_config: Mapping[str, Any]) -> bool:
+    """Whether a DescribeEndpointConfig answer is a config for inference components: variants that name
+    no model (SageMaker refuses components on an endpoint whose variant serves a model, "Inference
+    Components are not supported in this Endpoint").
+
+    Example:
+        >>> hosts_components({"ProductionVariants": [{"VariantName": "AllTraffic"}]})
+        True
+        >>> hosts_components({"ProductionVariants": [{"VariantName": "AllTraffic", "ModelName": "m"}]})
+        False
+    """
+    variants = [v for v in endpoint_config.get("ProductionVariants") or () if isinstance(v, Mapping)]
+    return bool(variants) and not any(v.get("ModelName") for v in variants)
 
 
 def resource_id(component_name: str) -> str:

@@ -10,6 +10,8 @@ this one).
     ├── InferenceError              InvokeEndpoint failed (endpoint, target model, status, Triton's message)
     │   ├── EndpointNotFoundError   no such endpoint
     │   ├── ModelNotFoundError      the TargetModel is not under the endpoint's prefix
+    │   │   └── InferenceComponentNotFoundError  the endpoint has no inference component of that name
+    │   ├── NoCapacityError         the inference component has no copy to serve the request
     │   ├── InvalidInputError       Triton refused the request (400: input name, shape, datatype)
     │   ├── ModelLoadError          the model failed to load (a corrupt artifact ...; carries the reason)
     │   ├── ModelOutOfMemoryError   the instance cannot load the model (507)
@@ -58,6 +60,7 @@ __all__ = [
     "EndpointFailedError",
     "EndpointNotFoundError",
     "ExportError",
+    "InferenceComponentNotFoundError",
     "InferenceError",
     "InvalidInputError",
     "LocalStackError",
@@ -68,6 +71,7 @@ __all__ = [
     "ModelNotReadyError",
     "ModelOutOfMemoryError",
     "ModelValidationError",
+    "NoCapacityError",
     "PayloadTooLargeError",
     "ProfileError",
     "TeardownError",
@@ -139,7 +143,8 @@ class CodecError(MMETritonError):
 
 
 class InferenceError(MMETritonError):
-    """InvokeEndpoint failed; keeps the endpoint, the target model, the status and Triton's message."""
+    """InvokeEndpoint failed; keeps the endpoint, the target model (or inference component), the status
+    and Triton's message."""
 
     def __init__(
         self,
@@ -150,10 +155,13 @@ class InferenceError(MMETritonError):
         status: int | None = None,
         error_code: str | None = None,
         log_stream_arn: str | None = None,
+        inference_component: str | None = None,
     ) -> None:
         self.message = message
         self.endpoint_name = endpoint_name
         self.target_model = target_model
+        #: the inference component the request named (``InferenceComponentName``), on such an endpoint
+        self.inference_component = inference_component
         self.status = status
         self.error_code = error_code
         #: the CloudWatch log stream SageMaker names in a ModelError (where the container's log is)
@@ -163,6 +171,7 @@ class InferenceError(MMETritonError):
             for part in (
                 f"endpoint {endpoint_name!r}" if endpoint_name else "",
                 f"model {target_model!r}" if target_model else "",
+                f"inference component {inference_component!r}" if inference_component else "",
                 f"(HTTP {status})" if status else "",
             )
             if part
@@ -180,6 +189,16 @@ class ModelNotFoundError(InferenceError):
     #: TargetModels under the prefix that start with the one asked for (``resnet.tar.gz`` for ``resnet``),
     #: when the client could list them; the message says them too.
     suggestions: tuple[str, ...] = ()
+
+
+class InferenceComponentNotFoundError(ModelNotFoundError):
+    """The endpoint has no inference component of the name the request gave (``InferenceComponentName``)."""
+
+
+class NoCapacityError(InferenceError):
+    """The inference component has no copy to serve the request: scaled to zero copies (the first request
+    wakes it when autoscaling has its ``NoCapacityInvocationFailures`` alarm; the copies take minutes to
+    start on AWS), or its copies are not placed yet."""
 
 
 class InvalidInputError(InferenceError):

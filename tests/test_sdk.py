@@ -609,3 +609,93 @@ def test_sdk_resources_reach_the_stack_through_its_environment(
     assert model.model_arn == stack.client("sagemaker").describe_model(ModelName="sdk-exported")["ModelArn"]
     assert "sdk-exported" in [m.model_name for m in Model.get_all()]
     model.delete()
+
+
+@pytest.mark.sagemaker
+@pytest.mark.triton
+@pytest.mark.moto
+def test_sdk_inference_component_resources_on_components_the_library_deployed_and_the_reverse(
+    core: Any, stack: Any
+) -> None:
+    """``sagemaker.core.resources.InferenceComponent`` gets, lists and waits for a component
+    ``deploy_inference_components`` made, and ``Endpoint.invoke(inference_component_name=...)`` reaches it;
+    a component the SDK creates on that endpoint is invoked by the library's client, read by
+    ``endpoint_status`` and removed by ``teardown``."""
+    from botocore.exceptions import ClientError
+
+    from mme_triton import (
+        InferenceComponent,
+        decode_response,
+        deploy_inference_components,
+        encode_request,
+        teardown,
+    )
+    from mme_triton.endpoint.status import endpoint_status
+
+    resources, shapes = core.resources, core.shapes
+    session = stack.boto3_session()
+    answers = ResponseRecorder(session)
+    where = {"session": session, "region": stack.region}
+    endpoint = deploy_inference_components(
+        "sdk-ic",
+        [InferenceComponent("sdk-linear", EXAMPLES / "linear", memory="256MiB", cpus=0.5)],
+        role=stack.role_arn,
+        instance_type="ml.m5.xlarge",
+        model_data_url=stack.model_data_url("sdk-ic/"),
+        boto3_session=session,
+        poll_interval=0.2,
+    )
+    component = resources.InferenceComponent.get("sdk-linear", **where)
+    component.wait_for_status("InService", poll=1, timeout=60)
+    assert (component.endpoint_name, component.runtime_config.current_copy_count) == ("sdk-ic", 1)
+    assert component.specification.compute_resource_requirements.min_memory_required_in_mb == 256
+    listed = resources.InferenceComponent.get_all(endpoint_name_equals="sdk-ic", **where)
+    assert [c.inference_component_name for c in listed] == ["sdk-linear"]
+
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    body, content_type = encode_request({"INPUT0": x})
+    answer = resources.Endpoint.get("sdk-ic", **where).invoke(
+        body=body, content_type=content_type, inference_component_name="sdk-linear"
+    )
+    sdk_out = decode_response(answer.body.read(), answer.content_type)["OUTPUT0"]
+    np.testing.assert_array_equal(sdk_out, endpoint.client().infer("sdk-linear", {"INPUT0": x})["OUTPUT0"])
+
+    # the reverse: the SDK makes a component of its own on the endpoint, from the library's archive
+    (library,) = endpoint_status("sdk-ic", boto3_session=session).components
+    resources.Model.create(
+        model_name="sdk-made",
+        primary_container=shapes.ContainerDefinition(
+            image=_image(stack),
+            model_data_url=library.artifact_url,
+            environment={"SAGEMAKER_TRITON_DEFAULT_MODEL_NAME": "linear"},
+        ),
+        execution_role_arn=stack.role_arn,
+        **where,
+    )
+    made = resources.InferenceComponent.create(
+        inference_component_name="sdk-made",
+        endpoint_name="sdk-ic",
+        variant_name="AllTraffic",
+        specification=shapes.InferenceComponentSpecification(
+            model_name="sdk-made",
+            compute_resource_requirements=shapes.InferenceComponentComputeResourceRequirements(
+                min_memory_required_in_mb=256, number_of_cpu_cores_required=0.5
+            ),
+        ),
+        runtime_config=shapes.InferenceComponentRuntimeConfig(copy_count=1),
+        **where,
+    )
+    made.wait_for_status("InService", poll=1, timeout=60)
+    made.update_runtime_configs(desired_runtime_config=shapes.InferenceComponentRuntimeConfig(copy_count=2))
+    made.wait_for_status("InService", poll=1, timeout=60)
+    assert made.runtime_config.current_copy_count == 2
+    np.testing.assert_array_equal(endpoint.client().infer("sdk-made", {"INPUT0": x})["OUTPUT0"], sdk_out)
+    status = endpoint_status("sdk-ic", boto3_session=session)
+    assert [(c.name, c.current_copy_count) for c in status.components] == [("sdk-linear", 1), ("sdk-made", 2)]
+
+    report = teardown("sdk-ic", boto3_session=session)
+    assert sorted(report.names("inference-component")) == ["sdk-linear", "sdk-made"]
+    assert "sdk-made" in report.names("model") and report.names("endpoint") == ["sdk-ic"]
+    with pytest.raises(ClientError, match="Could not find"):
+        resources.InferenceComponent.get("sdk-made", **where)
+    assert [problem for answer in answers.answers for problem in answer.problems()] == []

@@ -98,7 +98,7 @@ def _copies_outside(home: str, pattern: str) -> list[str]:
         ("mme_triton.endpoint.autoscaling", "error_code", "error_code"),
         ("mme_triton.local.route._cache", "error_code", "error_code"),
         ("mme_triton.artifact.s3", "error_code", "error_code"),
-        ("mme_triton.endpoint.teardown", "model_data_url_of", "model_data_url_of"),
+        ("mme_triton.endpoint._teardown_components", "model_data_url_of", "model_data_url_of"),
         ("mme_triton.endpoint.models", "model_data_url_of", "model_data_url_of"),
         ("mme_triton.local.route._describe", "model_data_url_of", "model_data_url_of"),
         ("mme_triton.local.route._describe", "serving_container", "serving_container"),
@@ -275,8 +275,9 @@ def test_pyproject_license_is_an_spdx_expression() -> None:
         ("the InferenceComponentName header", r"(?i)x-amzn-sagemaker-inference-component\b"),
         ("the copy count's dimension", r"""["']sagemaker:inference-component:DesiredCopyCount["']"""),
         ("the components' metric namespace", r"""["']/aws/sagemaker/InferenceComponents["']"""),
+        ("the components' resource id", r"""["']inference-component/"""),
     ],
-    ids=["header", "dimension", "namespace"],
+    ids=["header", "dimension", "namespace", "resource-id"],
 )
 def test_inference_component_fact_is_defined_only_in_its_module(fact: str, pattern: str) -> None:
     copies = _copies_outside("_inference_components.py", pattern)

@@ -38,6 +38,7 @@ __all__ = [
     "EnsembleObject",
     "StaleEnsemble",
     "ensemble_metadata",
+    "ensemble_object",
     "ensemble_objects",
     "follow_ensembles",
     "stale_ensembles",
@@ -99,7 +100,9 @@ class StaleEnsemble:
     """Its artifacts under the prefix, newest first."""
 
 
-def _parse(name: str, head: Mapping[str, Any]) -> EnsembleObject | None:
+def ensemble_object(name: str, head: Mapping[str, Any]) -> EnsembleObject | None:
+    """The ensemble an archive's HeadObject answer describes (its ``mme-triton-ensemble`` metadata); None
+    for a single model's archive, or one this library did not upload."""
     raw = head.get("Metadata", {}).get(ENSEMBLE_METADATA)
     if not raw:
         return None
@@ -139,7 +142,7 @@ def ensemble_objects(
         return []
 
     def head(name: str) -> EnsembleObject | None:
-        return _parse(name, client.head_object(Bucket=bucket, Key=prefix + name))
+        return ensemble_object(name, client.head_object(Bucket=bucket, Key=prefix + name))
 
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(names)))) as pool:
         found = [obj for obj in pool.map(head, names) if obj is not None]

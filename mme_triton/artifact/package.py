@@ -36,6 +36,7 @@ __all__ = [
     "Artifact",
     "check_artifact_name",
     "package_model",
+    "versioned_name",
 ]
 
 logger = logging.getLogger(__name__)
@@ -155,6 +156,17 @@ def package_model(
     return _package(model, out_dir, name=name, level=level, progress=progress, versioned=versioned)
 
 
+def versioned_name(directory: str, content_digest: str) -> str:
+    """The name ``versioned=True`` gives a model directory's archive: ``<directory>-<12 hex of the content
+    digest>.tar.gz``.
+
+    Example:
+        >>> versioned_name("linear", "sha256:" + "ab" * 32)
+        'linear-abababababab.tar.gz'
+    """
+    return f"{directory}-{content_digest.removeprefix('sha256:')[:_VERSION_HEX]}{SUFFIX}"
+
+
 def _check_name_options(name: str | None, versioned: bool) -> None:
     if name is not None:
         if versioned:
@@ -201,7 +213,7 @@ def _package(
             file.flush()
             os.fsync(file.fileno())
         if versioned:
-            name = f"{directory}-{written.content_digest.removeprefix('sha256:')[:_VERSION_HEX]}{SUFFIX}"
+            name = versioned_name(directory, written.content_digest)
         assert name is not None
         final = target_dir / name
         os.replace(temporary, final)

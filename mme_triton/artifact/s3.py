@@ -103,6 +103,7 @@ def upload_models(
     multipart_chunksize: int = 16 * _MiB,
     workdir: str | os.PathLike[str] | None = None,
     update_ensembles: bool = False,
+    check_ensembles: bool = True,
 ) -> list[UploadedArtifact]:
     """Upload models to ``<model_data_url>/<name>.tar.gz``, packaging model directories on the way.
 
@@ -130,6 +131,9 @@ def upload_models(
             them under versioned names (appended to the result, each with ``supersedes``). Without it
             they are named in an ``MMETritonWarning`` and in ``stale_ensembles``: an ensemble's archive
             holds its own copy of each step, so its TargetModel keeps serving the old one.
+        check_ensembles: look for those ensembles at all. False skips the scan, for archives that no
+            endpoint finds by TargetModel under the prefix (an inference component names its own archive);
+            ``update_ensembles`` then cannot be asked for.
 
     Returns one :class:`UploadedArtifact` per model, in order; ``status`` tells uploaded, unchanged (same
     content digest already there, skipped) or replaced. Then the ensembles ``update_ensembles``
@@ -150,6 +154,8 @@ def upload_models(
         # [('resnet.tar.gz', 'uploaded'), ('pipeline.tar.gz', 'unchanged')]
     """
     bucket, prefix = parse_s3_url(model_data_url)
+    if update_ensembles and not check_ensembles:
+        raise ValueError("update_ensembles=True needs check_ensembles=True")
     items = _as_list(models)
     extra_args = _encryption_args(kms_key_id, sse)
     for value, label in ((max_concurrency, "max_concurrency"), (multipart_threshold, "multipart_threshold")):
@@ -218,6 +224,8 @@ def upload_models(
                 )
                 return []
 
+        if not check_ensembles:
+            return results
         return follow_ensembles(
             results,
             repositories,

@@ -15,7 +15,7 @@ import traceback
 import warnings
 from collections.abc import Sequence
 
-from mme_triton.cli import _artifacts, _capacity, _endpoint, _invoke, _metrics, _prep, _profile
+from mme_triton.cli import _artifacts, _capacity, _components, _endpoint, _invoke, _metrics, _prep, _profile
 from mme_triton.cli._common import Handler, add_common_options, err
 from mme_triton.cli._errors import EXIT_INTERRUPTED, describe
 from mme_triton.errors import MMETritonWarning
@@ -45,6 +45,7 @@ def parser() -> argparse.ArgumentParser:
     sub = main_parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _artifacts.register(sub)
     _endpoint.register(sub)
+    _components.register(sub)
     _metrics.register(sub)
     _invoke.register(sub)
     _prep.register(sub)

@@ -17,10 +17,10 @@ from mme_triton.cli._common import (
     key_values,
 )
 
-__all__ = ["plan_deployment", "register"]
+__all__ = ["DEPLOY_TIMEOUT", "add_endpoint_flags", "endpoint_arguments", "plan_deployment", "register"]
 
 #: How long ``deploy`` waits for InService without --timeout (deploy_mme's default).
-_DEPLOY_TIMEOUT = duration("30m")
+DEPLOY_TIMEOUT = duration("30m")
 
 
 def _autoscaling(text: str) -> Any:
@@ -37,27 +37,68 @@ def _autoscaling(text: str) -> Any:
     return AutoScaling(min_capacity=low, max_capacity=high, target_invocations_per_instance=target)
 
 
-def _deploy_arguments(args: argparse.Namespace) -> dict[str, Any]:
-    """``deploy_mme``'s keyword arguments from the command line, without the wait's."""
+def endpoint_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    """A deployer's keyword arguments about the endpoint and its containers (``deploy`` and
+    ``deploy-components`` alike; see :func:`add_endpoint_flags`)."""
     kwargs: dict[str, Any] = {
-        "models": args.model,
         "role": args.role,
         "instance_type": args.instance_type,
         "instance_count": args.instance_count,
+        "model_data_url": args.model_data_url,
         "image_uri": args.image_uri,
         "environment": {**key_values(args.env, "--env"), **dict.fromkeys(args.unset_env)} or None,
         "tags": key_values(args.tag, "--tag"),
-        "model_cache": args.model_cache,
         "kms_key_id": args.kms_key_id,
         "inference_ami_version": args.inference_ami_version,
         "variant_name": args.variant_name,
-        "autoscaling": _autoscaling(args.autoscaling) if args.autoscaling else None,
-        "overwrite": args.overwrite,
         "boto3_session": aws_session(args),
     }
     if args.triton_version:
         kwargs["triton_version"] = args.triton_version
     return kwargs
+
+
+def _deploy_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    """``deploy_mme``'s keyword arguments from the command line, without the wait's and the prefix."""
+    kwargs = endpoint_arguments(args)
+    del kwargs["model_data_url"]
+    return {
+        **kwargs,
+        "models": args.model,
+        "model_cache": args.model_cache,
+        "autoscaling": _autoscaling(args.autoscaling) if args.autoscaling else None,
+        "overwrite": args.overwrite,
+    }
+
+
+def add_endpoint_flags(p: argparse.ArgumentParser, *, prefix_help: str, instance_help: str) -> None:
+    """ENDPOINT, S3_PREFIX and the flags of the endpoint and its containers every deploy command takes."""
+    p.add_argument("endpoint_name", metavar="ENDPOINT")
+    p.add_argument("model_data_url", metavar="S3_PREFIX", nargs="?", default=None, help=prefix_help)
+    p.add_argument("--role", help="execution role ARN (default, with the SageMaker SDK: its execution role)")
+    p.add_argument("--instance-type", required=True, help=instance_help)
+    p.add_argument("--instance-count", type=int, default=1)
+    p.add_argument("--image-uri", help="Triton image (default: the region's sagemaker-tritonserver)")
+    p.add_argument("--triton-version", help="YY.MM of the default image, e.g. 24.09")
+    p.add_argument("--env", action="append", default=[], help="container environment KEY=VALUE")
+    p.add_argument(
+        "--unset-env",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="leave a variable out, a default included (e.g. SAGEMAKER_TRITON_SHM_GROWTH_BYTE_SIZE)",
+    )
+    p.add_argument("--tag", action="append", default=[], help="tag KEY=VALUE on every resource")
+    p.add_argument("--kms-key-id", help="KMS key for the instances' storage volume")
+    p.add_argument(
+        "--inference-ami-version",
+        metavar="AMI",
+        help="the variant's InferenceAmiVersion (GPU driver), e.g. al2-ami-sagemaker-inference-gpu-3-1",
+    )
+    p.add_argument("--variant-name", default="AllTraffic", help="production variant name")
+    p.add_argument(
+        "--poll-interval", type=duration, default=None, help="longest wait between polls, e.g. 15s"
+    )
 
 
 def plan_deployment(endpoint_name: str, model_data_url: str | None, kwargs: Mapping[str, Any]) -> Any:
@@ -82,7 +123,7 @@ def _deploy(args: argparse.Namespace) -> int:
         return 1 if plan.blockers else 0
     from mme_triton.endpoint.deploy import deploy_mme
 
-    timeout = args.timeout if args.timeout is not None else _DEPLOY_TIMEOUT
+    timeout = args.timeout if args.timeout is not None else DEPLOY_TIMEOUT
     wait: dict[str, Any] = {"wait": not args.no_wait, "timeout": timeout.total_seconds()}
     if args.poll_interval is not None:
         wait["poll_interval"] = args.poll_interval.total_seconds()
@@ -166,39 +207,15 @@ def register(sub: SubParsers) -> None:
         handler=_deploy,
         aws=True,
     )
-    p.add_argument("endpoint_name", metavar="ENDPOINT")
-    p.add_argument(
-        "model_data_url",
-        metavar="S3_PREFIX",
-        nargs="?",
-        default=None,
-        help="s3://bucket/prefix/ (default, with the SageMaker SDK: its default bucket)",
+    add_endpoint_flags(
+        p,
+        prefix_help="s3://bucket/prefix/ (default, with the SageMaker SDK: its default bucket)",
+        instance_help="e.g. ml.g5.xlarge, ml.m5.xlarge",
     )
-    p.add_argument("--role", help="execution role ARN (default, with the SageMaker SDK: its execution role)")
-    p.add_argument("--instance-type", required=True, help="e.g. ml.g5.xlarge, ml.m5.xlarge")
-    p.add_argument("--instance-count", type=int, default=1)
     p.add_argument("--model", action="append", default=[], type=Path, help="model dir to upload first")
-    p.add_argument("--image-uri", help="Triton image (default: the region's sagemaker-tritonserver)")
-    p.add_argument("--triton-version", help="YY.MM of the default image, e.g. 24.09")
-    p.add_argument("--env", action="append", default=[], help="container environment KEY=VALUE")
-    p.add_argument(
-        "--unset-env",
-        action="append",
-        default=[],
-        metavar="KEY",
-        help="leave a variable out, a default included (e.g. SAGEMAKER_TRITON_SHM_GROWTH_BYTE_SIZE)",
-    )
-    p.add_argument("--tag", action="append", default=[], help="tag KEY=VALUE on every resource")
     p.add_argument(
         "--model-cache", choices=["Enabled", "Disabled"], help="MultiModelConfig.ModelCacheSetting"
     )
-    p.add_argument("--kms-key-id", help="KMS key for the instances' storage volume")
-    p.add_argument(
-        "--inference-ami-version",
-        metavar="AMI",
-        help="the variant's InferenceAmiVersion (GPU driver), e.g. al2-ami-sagemaker-inference-gpu-3-1",
-    )
-    p.add_argument("--variant-name", default="AllTraffic", help="production variant name")
     p.add_argument("--autoscaling", metavar="MIN:MAX:TARGET", help="target tracking, e.g. 1:4:200")
     p.add_argument("--overwrite", action="store_true", help="replace --model artifacts whose content differs")
     p.add_argument(
@@ -206,9 +223,6 @@ def register(sub: SubParsers) -> None:
         type=duration,
         default=None,
         help="wait for InService (30m); with --dry-run, how long the plan's reads are retried (2m)",
-    )
-    p.add_argument(
-        "--poll-interval", type=duration, default=None, help="longest wait between polls, e.g. 15s"
     )
     p.add_argument("--no-wait", action="store_true", help="return without waiting for InService")
     p.add_argument("--dry-run", action="store_true", help="print what would be created or updated")

@@ -1,4 +1,5 @@
-"""``invoke``: one inference on a TargetModel of a live endpoint, its inputs from files, its outputs shown."""
+"""``invoke``: one inference on a TargetModel (or an inference component) of a live endpoint, its inputs from
+files, its outputs shown."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from mme_triton._inference_components import Hosting
 from mme_triton.cli._common import SubParsers, add_command, aws_session, emit
 
 __all__ = ["load_inputs", "register"]
@@ -88,7 +90,10 @@ def _invoke(args: argparse.Namespace) -> int:
 
     inputs = load_inputs(args.input, args.inputs)
     limits = {args.target_model: args.max_batch_size} if args.max_batch_size is not None else None
-    client = MMEClient(args.endpoint_name, boto3_session=aws_session(args), max_batch_size=limits)
+    hosting: Hosting = "inference-components" if args.component else "mme"
+    client = MMEClient(
+        args.endpoint_name, boto3_session=aws_session(args), max_batch_size=limits, hosting=hosting
+    )
     outputs = client.infer(
         args.target_model,
         inputs,
@@ -117,9 +122,11 @@ def register(sub: SubParsers) -> None:
     p = add_command(
         sub,
         "invoke",
-        help="run one inference on a TargetModel (InvokeEndpoint) and print or save the outputs",
+        help="run one inference on a TargetModel or inference component (InvokeEndpoint) and print or save "
+        "the outputs",
         examples=[
             "mme-triton invoke my-endpoint linear.tar.gz --input INPUT0=x.npy",
+            "mme-triton invoke my-components linear --component --input INPUT0=x.npy",
             "mme-triton invoke my-endpoint linear.tar.gz --inputs request.json --json-data",
             "mme-triton invoke my-endpoint linear.tar.gz --inputs batch.npz --save out.npz \\",
             "    --split-batches --max-batch-size 8",
@@ -128,7 +135,14 @@ def register(sub: SubParsers) -> None:
         aws=True,
     )
     p.add_argument("endpoint_name", metavar="ENDPOINT")
-    p.add_argument("target_model", metavar="TARGET_MODEL", help="e.g. linear.tar.gz")
+    p.add_argument(
+        "target_model", metavar="TARGET", help="a TargetModel, e.g. linear.tar.gz (with --component: a name)"
+    )
+    p.add_argument(
+        "--component",
+        action="store_true",
+        help="TARGET names an inference component of the endpoint (sent as InferenceComponentName)",
+    )
     p.add_argument("-i", "--input", action="append", default=[], metavar="NAME=FILE.npy", help="one input")
     p.add_argument(
         "--inputs",

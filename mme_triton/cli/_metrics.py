@@ -25,6 +25,7 @@ def _metrics(args: argparse.Namespace) -> int:
         start=args.since,
         period=args.period,
         variant=args.variant,
+        components=args.component or None,
         boto3_session=aws_session(args),
         timeout=args.timeout.total_seconds(),
     )
@@ -74,6 +75,7 @@ def register(sub: SubParsers) -> None:
             "mme-triton metrics my-endpoint",
             "mme-triton metrics my-endpoint --since 6h --period 5m --plot metrics.png",
             "mme-triton metrics my-endpoint --since 15m --period 1s --json  # the stack at 1 s metrics",
+            "mme-triton metrics my-components --component linear",
         ],
         handler=_metrics,
         aws=True,
@@ -87,6 +89,13 @@ def register(sub: SubParsers) -> None:
         help="seconds per data point: 1s, 5s, 10s, 20s, 30s or whole minutes (1m)",
     )
     p.add_argument("--variant", help="one production variant (default: every variant of the endpoint)")
+    p.add_argument(
+        "--component",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="an inference component to read (default: every component of an endpoint of components)",
+    )
     p.add_argument("--plot", type=Path, metavar="FILE", help="draw the metrics to FILE (png, svg, pdf ...)")
     p.add_argument("--csv", type=Path, metavar="FILE", help="write every data point to FILE as CSV")
     p.add_argument(

@@ -2,12 +2,8 @@
 
 :class:`ClientCore` holds the configuration, builds the botocore ``sagemaker-runtime`` client, encodes and
 splits requests under the 6 MiB limit, decodes and joins answers, and runs the retries of an InvokeEndpoint
-call as a generator of *steps* it asks its driver to carry out:
-
-- :class:`Send` — one HTTP exchange on the fast path (resumes with an ``Answer``);
-- :class:`Call` — one botocore ``invoke_endpoint`` call (resumes with the body and its content type);
-- :data:`REFRESH` — refresh the credentials before signing (a provider's call: STS, IMDS ...);
-- a ``float`` — wait that many seconds.
+call as a generator of *steps* it asks its driver to carry out (:mod:`mme_triton.client._steps`: send
+over the fast path, call botocore, refresh the credentials, wait).
 
 A driver's failure is thrown into the generator where it asked, as a botocore exception. ``MMEClient``
 carries the steps out on its thread (its sockets, ``time.sleep``); ``AsyncMMEClient`` awaits them on the
@@ -21,7 +17,7 @@ import functools
 import logging
 import math
 import random
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -29,13 +25,23 @@ import numpy as np
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from mme_triton._inference_components import HOSTINGS, Hosting, check_component_name
 from mme_triton._sagemaker import MAX_PAYLOAD_BYTES, check_target_model, make_client, parse_s3_url
 from mme_triton._sdk import boto3_session_of
 from mme_triton.client._errors_map import ErrorContext, is_not_ready, is_unknown_target, map_invoke_error
-from mme_triton.client._request import Inputs, Outputs, Request, input_arrays, input_rows
+from mme_triton.client._request import (
+    INFERENCE_COMPONENT_PARAM,
+    TARGET_MODEL_PARAM,
+    Inputs,
+    Outputs,
+    Request,
+    input_arrays,
+    input_rows,
+)
 from mme_triton.client._split import batch_rows, chunk_bounds, join_outputs
+from mme_triton.client._steps import REFRESH, Blocking, Call, Raw, Send, Steps
 from mme_triton.client._target_hint import needs_target_model_hint, with_target_model_hint
-from mme_triton.client._wire import Answer, Wire, WireRequest
+from mme_triton.client._wire import Answer, Wire
 from mme_triton.client.codec import decode_response, encode_request
 from mme_triton.errors import InferenceError, PayloadTooLargeError
 
@@ -45,81 +51,18 @@ if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
     from mypy_boto3_sagemaker_runtime import SageMakerRuntimeClient
 
-__all__ = ["REFRESH", "Call", "ClientCore", "Send", "Stepper", "call_botocore"]
+__all__ = ["ClientCore", "Plan"]
 
 logger = logging.getLogger("mme_triton.client")
 
 T = TypeVar("T")
 Body = bytes | bytearray
-Raw = tuple[bytes, str]
-"""An answer's body and its ``Content-Type``."""
 
 # Chunks are sized for this share of the limit, so rows of uneven size (BYTES) rarely need a second cut.
 _CHUNK_FILL = 0.9
 _MAX_NOT_READY_DELAY = 30.0
 # the first wait before sending again a request Triton answered "unknown model" for (it grows linearly)
 _UNKNOWN_MODEL_DELAY = 0.05
-
-
-@dataclass(frozen=True, slots=True)
-class Send:
-    """Step: send ``request`` over the client's own HTTP path."""
-
-    request: WireRequest
-
-
-@dataclass(frozen=True, slots=True)
-class Call:
-    """Step: call ``invoke_endpoint(**params)`` on the botocore client."""
-
-    params: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Blocking:
-    """Step: call ``run()``, which blocks (an AWS call off the request path); resume with its result."""
-
-    run: Callable[[], Any]
-
-
-REFRESH = "refresh credentials"
-"""Step: refresh the credentials the fast path signs with."""
-
-Steps = Generator["Send | Call | Blocking | str | float", Any, T]
-
-
-def call_botocore(runtime: Any, params: Mapping[str, Any]) -> Raw:
-    """``invoke_endpoint(**params)`` with the answer read: what a :class:`Call` step does."""
-    response = runtime.invoke_endpoint(**params)
-    return response["Body"].read(), response.get("ContentType") or "application/json"
-
-
-class Stepper:
-    """Walks a generator of steps: :meth:`next` gives the next step (``None`` once it returned, its value
-    in :attr:`result`), :meth:`resume` or :meth:`fail` answer the last one."""
-
-    __slots__ = ("_error", "_sent", "_steps", "result")
-
-    def __init__(self, steps: Steps[Any]) -> None:
-        self._steps = steps
-        self._sent: Any = None
-        self._error: BaseException | None = None
-        self.result: Any = None
-
-    def next(self) -> Send | Call | Blocking | str | float | None:
-        sent, error = self._sent, self._error
-        self._sent = self._error = None
-        try:
-            return self._steps.throw(error) if error is not None else self._steps.send(sent)
-        except StopIteration as done:
-            self.result = done.value
-            return None
-
-    def resume(self, value: Any) -> None:
-        self._sent = value
-
-    def fail(self, error: BaseException) -> None:
-        self._error = error
 
 
 @dataclass(frozen=True)
@@ -169,9 +112,12 @@ class ClientCore:
         max_concurrency: int = 4,
         max_batch_size: Mapping[str, int] | None = None,
         fast_path: bool = True,
+        hosting: Hosting = "mme",
     ) -> None:
         if not isinstance(endpoint_name, str) or not endpoint_name:
             raise ValueError(f"endpoint_name must be a non-empty string, got {endpoint_name!r}")
+        if hosting not in HOSTINGS:
+            raise ValueError(f"hosting must be one of {', '.join(map(repr, HOSTINGS))}, got {hosting!r}")
         boto3_session = boto3_session_of(boto3_session, sagemaker_session)
         if max_retries_not_ready < 0:
             raise ValueError(f"max_retries_not_ready must be >= 0, got {max_retries_not_ready}")
@@ -191,6 +137,8 @@ class ClientCore:
             except ValueError as exc:
                 raise ValueError(f"model_data_url: {exc}") from None
         self._endpoint_name = endpoint_name
+        self._hosting: Hosting = hosting
+        self._target_param = TARGET_MODEL_PARAM if hosting == "mme" else INFERENCE_COMPONENT_PARAM
         self._session = boto3_session
         self._boto_config = boto_config
         self._model_data_url = model_data_url
@@ -230,6 +178,12 @@ class ClientCore:
         return self._endpoint_name
 
     @property
+    def hosting(self) -> Hosting:
+        """``"mme"``: ``infer``'s first argument is a TargetModel; ``"inference-components"``: the name of
+        an inference component of the endpoint (sent as ``InferenceComponentName``)."""
+        return self._hosting
+
+    @property
     def runtime_client(self) -> SageMakerRuntimeClient:
         """The boto3 ``sagemaker-runtime`` client: the configuration the requests follow, and the path
         they take when they cannot take the client's own (see :attr:`fast_path`)."""
@@ -250,6 +204,18 @@ class ClientCore:
 
     # -- what is sent --------------------------------------------------------------------------------
 
+    def _check_target(self, target: str) -> None:
+        """Refuse a target InvokeEndpoint would refuse: a TargetModel, or an inference component's name."""
+        if self._hosting == "mme":
+            check_target_model(target)
+        else:
+            check_component_name(target)
+
+    def _where(self, target: str | None) -> dict[str, Any]:
+        """The error attributes naming ``target``: ``target_model`` or ``inference_component``."""
+        key = "target_model" if self._hosting == "mme" else "inference_component"
+        return {"endpoint_name": self._endpoint_name, key: target}
+
     def _plan(
         self,
         target_model: str,
@@ -261,10 +227,16 @@ class ClientCore:
         **settings: Any,
     ) -> Plan:
         """Encode one ``infer`` call: one body, or the bodies of its split requests (each under 6 MiB)."""
-        check_target_model(target_model)
+        self._check_target(target_model)
         use_binary = self._binary if binary is None else binary
         split = self._split_batches if split_batches is None else split_batches
-        request = Request(target=target_model, outputs=outputs, binary=use_binary, **settings)
+        request = Request(
+            target=target_model,
+            outputs=outputs,
+            binary=use_binary,
+            target_param=self._target_param,
+            **settings,
+        )
         max_rows = self._max_batch_size.get(target_model)
         n_rows = 0
         if split:
@@ -288,8 +260,7 @@ class ClientCore:
                 f"the request body is {size:,} bytes, over InvokeEndpoint's limit of "
                 f"{MAX_PAYLOAD_BYTES:,} bytes (6 MiB); pass split_batches=True to send the batch along "
                 "dimension 0 in several requests that fit",
-                endpoint_name=self._endpoint_name,
-                target_model=target_model,
+                **self._where(target_model),
             )
         del body
         rows = self._rows_per_chunk(n_rows, size, max_rows)
@@ -299,7 +270,7 @@ class ClientCore:
         self, target_model: str, body: Any, content_type: str, settings: Mapping[str, Any]
     ) -> Request:
         """The request of an ``infer_raw`` call, once its body is known to fit."""
-        check_target_model(target_model)
+        self._check_target(target_model)
         if not isinstance(content_type, str) or not content_type:
             raise ValueError(f"content_type must be a non-empty string, got {content_type!r}")
         size = body_size(body)
@@ -307,12 +278,11 @@ class ClientCore:
             raise PayloadTooLargeError(
                 f"the request body is {size:,} bytes, over InvokeEndpoint's limit of "
                 f"{MAX_PAYLOAD_BYTES:,} bytes (6 MiB)",
-                endpoint_name=self._endpoint_name,
-                target_model=target_model,
+                **self._where(target_model),
             )
         return Request(
             target=target_model, outputs=None, binary=True, binary_outputs=None, copy=False,
-            parameters=None, request_id=None, **settings,
+            parameters=None, request_id=None, target_param=self._target_param, **settings,
         )  # fmt: skip
 
     @staticmethod
@@ -352,8 +322,7 @@ class ClientCore:
             raise PayloadTooLargeError(
                 f"row {start} of the batch alone encodes to {size:,} bytes, over InvokeEndpoint's limit of "
                 f"{MAX_PAYLOAD_BYTES:,} bytes (6 MiB); it cannot be split further along dimension 0",
-                endpoint_name=self._endpoint_name,
-                target_model=request.target_model,
+                **self._where(request.target),
             )
         middle = (start + stop) // 2
         return self._encode_fitting(request, inputs, start, middle) + self._encode_fitting(
@@ -372,16 +341,14 @@ class ClientCore:
         try:
             return join_outputs(parts)
         except ValueError as exc:
-            raise InferenceError(
-                str(exc), endpoint_name=self._endpoint_name, target_model=request.target_model
-            ) from exc
+            raise InferenceError(str(exc), **self._where(request.target)) from exc
 
     # -- one InvokeEndpoint call and its retries ----------------------------------------------------
 
     def _invoke(self, request: Request, body: Any, content_type: str) -> Steps[Raw]:
         """One InvokeEndpoint call, retried while the model is not ready; the one error boundary."""
         params = request.params(self._endpoint_name, body, content_type)
-        context = ErrorContext(self._endpoint_name, request.target_model)
+        context = ErrorContext(self._endpoint_name, request.target_model, request.inference_component)
         attempt = unknown = 0
         while True:
             reason = self._botocore_reason()
@@ -485,6 +452,15 @@ class ClientCore:
     # -- the endpoint's models (control plane) ------------------------------------------------------
 
     def _list_models(self) -> list[str]:
+        if self._hosting == "inference-components":
+            from mme_triton.endpoint.models import endpoint_components
+
+            return endpoint_components(
+                self._endpoint_name,
+                boto3_session=self._session,
+                boto_config=self._boto_config,
+                sagemaker_client=self._sagemaker,
+            )
         from mme_triton.endpoint.models import endpoint_models
 
         return endpoint_models(

@@ -9,7 +9,11 @@ AWS error code (HTTP status)      raised
 ================================  ======================================================================
 ``ValidationError`` (400)         ``EndpointNotFoundError`` for "Endpoint X of account Y not found.",
                                   ``ModelNotFoundError`` when the model data could not be found or
-                                  downloaded from the prefix, ``InferenceError`` otherwise
+                                  downloaded from the prefix, ``InferenceComponentNotFoundError`` when
+                                  the endpoint has no inference component of the name given,
+                                  ``NoCapacityError`` when the component has no copy to serve it,
+                                  ``InferenceError`` otherwise (with what to do when the request named
+                                  a component on an MME, or none on an endpoint of components)
 ``ModelError`` (424)              ``ModelLoadError`` when Triton says the model failed to load ("load
                                   failed for model '...': <reason>"), else by ``OriginalStatusCode``:
                                   400 ``InvalidInputError`` (but ``ModelNotFoundError`` for Triton's
@@ -39,12 +43,14 @@ from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 from mme_triton._sagemaker import error_code, error_message, http_status, is_throttling
 from mme_triton.errors import (
     EndpointNotFoundError,
+    InferenceComponentNotFoundError,
     InferenceError,
     InvalidInputError,
     ModelLoadError,
     ModelNotFoundError,
     ModelNotReadyError,
     ModelOutOfMemoryError,
+    NoCapacityError,
     ThrottlingError,
 )
 
@@ -71,17 +77,49 @@ _TRITON_LOAD_FAILED = re.compile(
 )
 _QUOTED_MODEL_MESSAGE = re.compile(r'from (?:model|primary) with message "(.*)"\.(?: See |\s*$)', re.DOTALL)
 
+# An endpoint of inference components asked for a name it does not have ("Inference component X ... not
+# found", "Could not find inference component X", "... does not exist").
+_COMPONENT_NOT_FOUND = re.compile(
+    r"inference component\b.*\b(?:not (?:be )?found|does not exist|could not find)"
+    r"|could not find (?:the )?inference component",
+    re.IGNORECASE | re.DOTALL,
+)
+# SageMaker's words when the request and the endpoint disagree on inference components:
+# "Inference Component Name header is required for endpoints to which you plan to deploy inference
+# components. Please include Inference Component Name header or consider using SageMaker models." and
+# "Inference Component Name header is not allowed for endpoints to which you dont plan to deploy inference
+# components. Please remove the Inference Component Name header and try again."
+_COMPONENT_HEADER_REQUIRED = re.compile(r"inference component name header is required", re.IGNORECASE)
+_COMPONENT_HEADER_NOT_ALLOWED = re.compile(r"inference component name header is not allowed", re.IGNORECASE)
+# A component with no copy to take the request (scaled to zero, or its copies not placed yet); SageMaker
+# counts it in NoCapacityInvocationFailures.
+_NO_CAPACITY = re.compile(
+    r"\b(?:no|insufficient|not enough)\b[^.]{0,60}\bcapacity\b"
+    r"|\bno (?:active |available |running )?(?:copies|copy|instances?)\b",
+    re.IGNORECASE,
+)
+
 _SERVICE_FAULT_CODES = frozenset({"InternalFailure", "ServiceUnavailable", "InternalDependencyException"})
 
 
 class ErrorContext:
     """Where a failed call was going: used to fill the exception's attributes."""
 
-    __slots__ = ("endpoint_name", "target_model")
+    __slots__ = ("endpoint_name", "inference_component", "target_model")
 
-    def __init__(self, endpoint_name: str, target_model: str | None) -> None:
+    def __init__(
+        self, endpoint_name: str, target_model: str | None, inference_component: str | None = None
+    ) -> None:
         self.endpoint_name = endpoint_name
         self.target_model = target_model
+        self.inference_component = inference_component
+
+    def where(self) -> dict[str, Any]:
+        """The exception attributes naming the endpoint and the target."""
+        found: dict[str, Any] = {"endpoint_name": self.endpoint_name, "target_model": self.target_model}
+        if self.inference_component is not None:
+            found["inference_component"] = self.inference_component
+        return found
 
 
 def triton_message(text: str | None) -> str:
@@ -134,12 +172,7 @@ def map_invoke_error(exc: Exception, context: ErrorContext) -> Exception:
     if isinstance(exc, ClientError):
         return _map_client_error(exc, context)
     if isinstance(exc, BotoCoreError):
-        return InferenceError(
-            str(exc),
-            endpoint_name=context.endpoint_name,
-            target_model=context.target_model,
-            error_code=type(exc).__name__,
-        )
+        return InferenceError(str(exc), error_code=type(exc).__name__, **context.where())
     return exc
 
 
@@ -161,11 +194,7 @@ def _model_error_fields(response: Any) -> tuple[int | None, str]:
 def _map_client_error(exc: ClientError, context: ErrorContext) -> InferenceError:
     code = error_code(exc)
     message = error_message(exc)
-    where: dict[str, Any] = {
-        "endpoint_name": context.endpoint_name,
-        "target_model": context.target_model,
-        "error_code": code or None,
-    }
+    where: dict[str, Any] = {**context.where(), "error_code": code or None}
     if code == "ModelError":
         status, original = _model_error_fields(exc.response)
         model_error_class: type[InferenceError] = {
@@ -188,6 +217,9 @@ def _map_client_error(exc: ClientError, context: ErrorContext) -> InferenceError
             )
         return model_error_class(original or message, status=status, log_stream_arn=log_stream_arn, **where)
     status = http_status(exc)
+    component = _component_error(message, status, where, context)
+    if component is not None:
+        return component
     if code == "ValidationError":
         if _MODEL_DATA_MISSING.search(message):
             return ModelNotFoundError(message, status=status, **where)
@@ -201,3 +233,32 @@ def _map_client_error(exc: ClientError, context: ErrorContext) -> InferenceError
     if code in _SERVICE_FAULT_CODES:
         return InferenceError(message, status=status, **where)
     return InferenceError(message, status=status, **where)
+
+
+def _component_error(
+    message: str, status: int | None, where: dict[str, Any], context: ErrorContext
+) -> InferenceError | None:
+    """The error for SageMaker's answers about inference components (any code but Triton's ModelError);
+    ``None`` for every other answer."""
+    if _COMPONENT_HEADER_REQUIRED.search(message):
+        return InferenceError(
+            f"{message} (endpoint {context.endpoint_name!r} hosts inference components: name one, with "
+            "MMEClient(..., hosting='inference-components') or the handle deploy_inference_components "
+            "returned: endpoint.client().infer(component_name, ...))",
+            status=status,
+            **where,
+        )
+    if _COMPONENT_HEADER_NOT_ALLOWED.search(message):
+        return InferenceError(
+            f"{message} (endpoint {context.endpoint_name!r} hosts no inference components: it is a "
+            "multi-model endpoint, invoked by TargetModel with MMEClient(..., hosting='mme'))",
+            status=status,
+            **where,
+        )
+    if context.inference_component is None:
+        return None
+    if _COMPONENT_NOT_FOUND.search(message):
+        return InferenceComponentNotFoundError(message, status=status, **where)
+    if _NO_CAPACITY.search(message):
+        return NoCapacityError(message, status=status, **where)
+    return None

@@ -12,7 +12,15 @@ from mme_triton.client._split import take_rows
 from mme_triton.client._tritonclient import is_tritonclient_input, tritonclient_array, tritonclient_binary
 from mme_triton.client.codec import InferInput, InferRequestedOutput
 
-__all__ = ["TARGET_MODEL_PARAM", "Inputs", "Outputs", "Request", "input_arrays", "input_rows"]
+__all__ = [
+    "INFERENCE_COMPONENT_PARAM",
+    "TARGET_MODEL_PARAM",
+    "Inputs",
+    "Outputs",
+    "Request",
+    "input_arrays",
+    "input_rows",
+]
 
 # Sequences may hold tritonclient's own InferInput / InferRequestedOutput objects too (untyped: Any).
 Inputs = Mapping[str, Any] | Sequence[InferInput]
@@ -21,15 +29,18 @@ Outputs = Sequence[str | InferRequestedOutput] | None
 TARGET_MODEL_PARAM = "TargetModel"
 """The InvokeEndpoint parameter that names the model of a multi-model endpoint."""
 
+INFERENCE_COMPONENT_PARAM = "InferenceComponentName"
+"""The InvokeEndpoint parameter that names the inference component of an endpoint that hosts them."""
+
 
 @dataclass(frozen=True, slots=True)
 class Request:
     """What stays the same for every InvokeEndpoint call of one ``infer``.
 
     ``target`` is what the request goes to, named by the InvokeEndpoint parameter ``target_param``:
-    ``TargetModel`` on a multi-model endpoint (an inference component would be named by
-    ``InferenceComponentName``). Both paths of the client send :meth:`params`, so a request addressed
-    another way needs no other code to travel.
+    ``TargetModel`` on a multi-model endpoint, ``InferenceComponentName`` on an endpoint of inference
+    components. Both paths of the client send :meth:`params`, so a request addressed either way needs no
+    other code to travel.
     """
 
     target: str
@@ -47,6 +58,11 @@ class Request:
     def target_model(self) -> str | None:
         """The TargetModel, when the request names one."""
         return self.target if self.target_param == TARGET_MODEL_PARAM else None
+
+    @property
+    def inference_component(self) -> str | None:
+        """The inference component, when the request names one."""
+        return self.target if self.target_param == INFERENCE_COMPONENT_PARAM else None
 
     def params(self, endpoint_name: str, body: Any, content_type: str) -> dict[str, Any]:
         """InvokeEndpoint's parameters for one body, as boto3's ``invoke_endpoint`` takes them."""

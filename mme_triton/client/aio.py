@@ -19,18 +19,9 @@ import numpy as np
 from botocore.exceptions import BotoCoreError, ClientError
 
 from mme_triton.client._aio_transport import AsyncioTransport
-from mme_triton.client._core import (
-    REFRESH,
-    Blocking,
-    Call,
-    ClientCore,
-    Plan,
-    Send,
-    Stepper,
-    Steps,
-    call_botocore,
-)
+from mme_triton.client._core import ClientCore, Plan
 from mme_triton.client._request import Inputs, Outputs
+from mme_triton.client._steps import REFRESH, Blocking, Call, Send, Stepper, Steps, call_botocore
 
 __all__ = ["AsyncMMEClient"]
 

@@ -24,18 +24,9 @@ import numpy as np
 from botocore.exceptions import BotoCoreError, ClientError
 
 from mme_triton._sagemaker import MAX_PAYLOAD_BYTES
-from mme_triton.client._core import (
-    REFRESH,
-    Blocking,
-    Call,
-    ClientCore,
-    Plan,
-    Send,
-    Stepper,
-    Steps,
-    call_botocore,
-)
+from mme_triton.client._core import ClientCore, Plan
 from mme_triton.client._request import Inputs, Outputs
+from mme_triton.client._steps import REFRESH, Blocking, Call, Send, Stepper, Steps, call_botocore
 from mme_triton.client._transports import SocketTransport
 
 __all__ = ["MAX_PAYLOAD_BYTES", "MMEClient"]
@@ -86,6 +77,12 @@ class MMEClient(ClientCore):
         max_batch_size: the ``max_batch_size`` of models by TargetModel; with ``split_batches`` no split
             request carries more rows than that.
         fast_path: ``False`` sends every request through botocore's ``invoke_endpoint``.
+        hosting: ``"mme"`` (default): the endpoint is a multi-model endpoint and ``infer``'s first
+            argument is a TargetModel; ``"inference-components"``: the endpoint hosts inference
+            components and the first argument is a component's name, sent as ``InferenceComponentName``
+            (what :func:`~mme_triton.endpoint.deploy_components.deploy_inference_components`' handle
+            gives: ``endpoint.client()``). Everything else is the same: the codec, the splitting, the
+            retries and the errors.
 
     Raises:
         ValueError: an option is out of range.
@@ -133,7 +130,8 @@ class MMEClient(ClientCore):
 
         Parameters:
             target_model: the TargetModel, the artifact's name under the endpoint's prefix
-                (``"linear.tar.gz"``).
+                (``"linear.tar.gz"``); with ``hosting="inference-components"``, the name of the
+                inference component (``"linear"``).
             inputs: ``{name: array}`` (the datatype follows the array's dtype; ``str``/``bytes`` object
                 arrays are BYTES), or a sequence of ``InferInput``.
             outputs: names (or ``InferRequestedOutput``) of the outputs to return; default: all.
@@ -163,6 +161,9 @@ class MMEClient(ClientCore):
             EndpointNotFoundError: no such endpoint.
             ModelNotFoundError: the TargetModel is not under the endpoint's prefix (or Triton has no
                 such model, after ``max_retries_unknown_model`` retries).
+            InferenceComponentNotFoundError: the endpoint has no inference component of that name.
+            NoCapacityError: the inference component has no copy to serve the request (scaled to zero,
+                or its copies are not placed yet).
             InvalidInputError: Triton refused the request (input name, shape, datatype); ``message``
                 is Triton's own.
             ModelOutOfMemoryError: the instance cannot load the model (507).
@@ -278,7 +279,8 @@ class MMEClient(ClientCore):
     # -- the endpoint's models (control plane) ----------------------------------------------------
 
     def models(self) -> list[str]:
-        """The TargetModels the endpoint serves: the ``*.tar.gz`` objects directly under its prefix, sorted.
+        """The TargetModels the endpoint serves: the ``*.tar.gz`` objects directly under its prefix, sorted
+        (with ``hosting="inference-components"``: the names of its inference components, sorted).
 
         A shortcut to :func:`mme_triton.endpoint.models.endpoint_models`, for notebooks: unlike
         :meth:`infer` it calls the control plane (DescribeEndpoint → DescribeEndpointConfig →

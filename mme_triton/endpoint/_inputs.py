@@ -93,8 +93,11 @@ def check_vpc(vpc_config: Mapping[str, Any] | None) -> dict[str, list[str]] | No
 
 def environment_dict(
     environment: TritonEnvironment | Mapping[str, str | None] | None,
+    *,
+    multi_model: bool = True,
 ) -> dict[str, str]:
-    """The model's Environment: ``environment`` over :data:`DEFAULT_ENVIRONMENT`, validated.
+    """The model's Environment: ``environment`` over :data:`DEFAULT_ENVIRONMENT`, validated (for a
+    multi-model container, or with ``multi_model=False`` for a single-model one).
 
     A mapping value of None removes the variable, a default included (the container's own default then
     applies); a :class:`TritonEnvironment` field left at None keeps the default.
@@ -102,7 +105,7 @@ def environment_dict(
     if environment is None:
         given: dict[str, str | None] = {}
     elif isinstance(environment, TritonEnvironment):
-        given = dict(environment.to_environment())
+        given = dict(environment.to_environment(multi_model=multi_model))
     elif isinstance(environment, Mapping):
         given = dict(environment)
     else:
@@ -112,7 +115,7 @@ def environment_dict(
     removed = {key for key, value in given.items() if value is None}
     merged: dict[str, str] = {k: v for k, v in DEFAULT_ENVIRONMENT.items() if k not in removed}
     merged.update({key: value for key, value in given.items() if value is not None})
-    return validate_environment(merged)
+    return validate_environment(merged, multi_model=multi_model)
 
 
 def environment_warnings(environment: Mapping[str, str]) -> list[str]:

@@ -6,6 +6,11 @@ whole window (one period as long as the window), since percentiles of periods ca
 queries go in one GetMetricData call, and its pages are followed with ``NextToken``; every call is a read
 retried while it is throttled or fails transiently (:func:`~mme_triton.endpoint._retry.read`).
 
+An endpoint of inference components is read per component too: every metric of
+:data:`~mme_triton._inference_components.COMPONENT_METRICS` with the dimension ``InferenceComponentName``
+(:func:`plan_component_queries`), and per variant the reservation metrics SageMaker publishes only for such
+endpoints (:data:`~mme_triton._inference_components.RESERVATION_METRICS`).
+
 Where a metric is published is looked up rather than assumed: one ListMetrics pass over the endpoint's
 metrics (``EndpointName`` filter) finds each metric's namespaces, and a metric is read from its documented
 namespace and from any other ListMetrics shows it in (AWS's documentation lists ``LoadedModelCount`` under
@@ -22,16 +27,23 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
+from mme_triton._inference_components import (
+    COMPONENT_METRIC_DIMENSIONS,
+    COMPONENT_METRICS,
+    RESERVATION_METRICS,
+)
 from mme_triton._sagemaker import ENDPOINT_METRICS, METRIC_DIMENSIONS
 from mme_triton.endpoint._retry import Deadline, read
 
 __all__ = [
+    "COMPONENT_STATISTICS",
     "MAX_QUERIES",
     "SERIES_STATISTICS",
     "WINDOW_STATISTICS",
     "MetricQuery",
     "fetch",
     "metric_namespaces",
+    "plan_component_queries",
     "plan_queries",
 ]
 
@@ -66,6 +78,24 @@ SERIES_STATISTICS: Mapping[str, tuple[str, ...]] = MappingProxyType(
 )
 """The statistics read for each metric, per period."""
 
+COMPONENT_STATISTICS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "Invocations": ("Sum",),
+        "InvocationsPerCopy": ("Sum",),
+        "Invocation4XXErrors": ("Sum",),
+        "Invocation5XXErrors": ("Sum",),
+        "InvocationModelErrors": ("Sum",),
+        "NoCapacityInvocationFailures": ("Sum",),
+        "ModelLatency": (*_TIMES, "p50", "p99"),
+        "OverheadLatency": (*_TIMES, "p50", "p99"),
+        "CPUUtilizationNormalized": _PERCENT,
+        "MemoryUtilizationNormalized": _PERCENT,
+        "GPUUtilizationNormalized": _PERCENT,
+        "GPUMemoryUtilizationNormalized": _PERCENT,
+    }
+)
+"""The statistics read for each metric of an inference component, per period."""
+
 WINDOW_STATISTICS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {"ModelLatency": ("p50", "p99"), "OverheadLatency": ("p50", "p99")}
 )
@@ -83,9 +113,14 @@ class MetricQuery:
     statistic: str
     period: int
     whole_window: bool = False
+    component: str | None = None
+    """The inference component the query reads (dimension ``InferenceComponentName``); None: the variant."""
 
     def request(self, endpoint_name: str) -> dict[str, Any]:
-        dimensions = zip(METRIC_DIMENSIONS, (endpoint_name, self.variant), strict=True)
+        if self.component is not None:
+            dimensions = zip(COMPONENT_METRIC_DIMENSIONS, (self.component,), strict=True)
+        else:
+            dimensions = zip(METRIC_DIMENSIONS, (endpoint_name, self.variant), strict=True)
         metric = {
             "Namespace": self.namespace,
             "MetricName": self.metric,
@@ -124,10 +159,16 @@ def plan_queries(
     *,
     period: int,
     window_period: int,
+    reservations: bool = False,
 ) -> list[MetricQuery]:
-    """Every query :func:`fetch` sends, with ids ``m0``, ``m1`` ..."""
+    """Every query :func:`fetch` sends for the variants, with ids ``m0``, ``m1`` ...; with
+    ``reservations``, the reservation metrics of an endpoint of inference components too."""
     queries: list[MetricQuery] = []
     for variant in variants:
+        for metric in RESERVATION_METRICS if reservations else ():
+            for statistic in _PERCENT:
+                namespace = RESERVATION_METRICS[metric][0]
+                queries.append(MetricQuery(f"m{len(queries)}", variant, metric, namespace, statistic, period))
         for metric, statistics in SERIES_STATISTICS.items():
             documented = ENDPOINT_METRICS[metric][0]
             for namespace in sorted({documented} | namespaces.get((metric, variant), set())):
@@ -141,6 +182,27 @@ def plan_queries(
                             f"m{len(queries)}", variant, metric, namespace, statistic, window_period, True
                         )
                     )
+    return queries
+
+
+def plan_component_queries(
+    components: Sequence[str], *, period: int, window_period: int, first: int = 0
+) -> list[MetricQuery]:
+    """Every query of the components' own metrics (dimension ``InferenceComponentName``), ids from
+    ``m<first>`` on; ``variant`` is empty in them."""
+    queries: list[MetricQuery] = []
+
+    def add(component: str, metric: str, statistic: str, seconds: int, whole: bool) -> None:
+        namespace = COMPONENT_METRICS[metric][0]
+        ident = f"m{first + len(queries)}"
+        queries.append(MetricQuery(ident, "", metric, namespace, statistic, seconds, whole, component))
+
+    for component in components:
+        for metric, statistics in COMPONENT_STATISTICS.items():
+            for statistic in statistics:
+                add(component, metric, statistic, period, False)
+            for statistic in WINDOW_STATISTICS.get(metric, ()):
+                add(component, metric, statistic, window_period, True)
     return queries
 
 

@@ -13,14 +13,13 @@ made without pyplot, so no window or GUI backend is involved; notebooks display 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mme_triton.endpoint.metrics import hit_ratio_series, total_series
-
 if TYPE_CHECKING:
-    from mme_triton.endpoint.metrics import EndpointMetrics
+    from mme_triton.endpoint.metrics import EndpointMetrics, MetricPoint
 
 __all__ = ["plot_metrics"]
 
@@ -137,3 +136,22 @@ def plot_metrics(metrics: EndpointMetrics, path: str | Path | None = None) -> An
     if path is not None:
         figure.savefig(Path(path))
     return figure
+
+
+def hit_ratio_series(metrics: EndpointMetrics) -> list[tuple[datetime, float]]:
+    """The cache-hit ratio per period over every variant (hits / requests), oldest first."""
+    hits: dict[datetime, float] = {}
+    counts: dict[datetime, float] = {}
+    for point in metrics.series("ModelCacheHit", "Sum"):
+        hits[point.timestamp] = hits.get(point.timestamp, 0.0) + point.value
+    for point in metrics.series("ModelCacheHit", "SampleCount"):
+        counts[point.timestamp] = counts.get(point.timestamp, 0.0) + point.value
+    return [(t, hits.get(t, 0.0) / c) for t, c in sorted(counts.items()) if c]
+
+
+def total_series(points: Iterable[MetricPoint]) -> list[tuple[datetime, float]]:
+    """Values summed over variants per timestamp, oldest first."""
+    totals: dict[datetime, float] = {}
+    for point in points:
+        totals[point.timestamp] = totals.get(point.timestamp, 0.0) + point.value
+    return sorted(totals.items())

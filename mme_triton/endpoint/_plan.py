@@ -2,6 +2,8 @@
 
 Model and config names are the endpoint name plus a hash of their settings, so the same call run again
 names the same resources (and creates nothing), and changed settings give new names (and an update).
+:class:`EndpointPlan` is what every deployment of an endpoint has, whatever hosts its models (the
+inference components' deployer extends it too); :class:`DeployPlan` adds a multi-model endpoint's model.
 """
 
 from __future__ import annotations
@@ -24,22 +26,37 @@ from mme_triton.endpoint.autoscaling import AutoScaling
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker.type_defs import TagTypeDef
 
-__all__ = ["DeployPlan", "build_plan"]
+__all__ = ["DeployPlan", "EndpointPlan", "build_plan", "resource_tags"]
 
 
 @dataclass
-class DeployPlan:
-    """The SageMaker resources of one deployment: CreateModel and CreateEndpointConfig requests."""
+class EndpointPlan:
+    """What a deployment of an endpoint sends whatever hosts its models: the CreateEndpointConfig request
+    and its name, the tags of every resource, the production variant's name."""
 
     endpoint_name: str
     model_data_url: str
-    model_name: str
     config_name: str
-    model_request: dict[str, Any]
     config_request: dict[str, Any]
     tags: list[TagTypeDef]
     variant_name: str
+
+
+@dataclass
+class DeployPlan(EndpointPlan):
+    """The SageMaker resources of one deploy_mme call: CreateModel and CreateEndpointConfig requests."""
+
+    model_name: str
+    model_request: dict[str, Any]
     autoscaling: AutoScaling | None
+
+
+def resource_tags(endpoint_name: str, tags: Mapping[str, str]) -> list[TagTypeDef]:
+    """The caller's tags and the library's own (managed, the endpoint, the creation time) as SageMaker
+    takes them."""
+    created_at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    all_tags = {**tags, TAG_MANAGED: "true", TAG_ENDPOINT: endpoint_name, TAG_CREATED_AT: created_at}
+    return [{"Key": k, "Value": v} for k, v in all_tags.items()]
 
 
 def build_plan(
@@ -85,8 +102,6 @@ def build_plan(
     if kms_key_id is not None:
         config_request["KmsKeyId"] = kms_key_id
     config_name = config_name_for(endpoint_name, settings_hash(config_request))
-    created_at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    all_tags = {**tags, TAG_MANAGED: "true", TAG_ENDPOINT: endpoint_name, TAG_CREATED_AT: created_at}
     return DeployPlan(
         endpoint_name=endpoint_name,
         model_data_url=model_data_url,
@@ -94,7 +109,7 @@ def build_plan(
         config_name=config_name,
         model_request=model_request,
         config_request=config_request,
-        tags=[{"Key": k, "Value": v} for k, v in all_tags.items()],
+        tags=resource_tags(endpoint_name, tags),
         variant_name=variant_name,
         autoscaling=autoscaling,
     )

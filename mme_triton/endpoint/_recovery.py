@@ -19,7 +19,7 @@ interrupted run left behind).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -34,14 +34,22 @@ if TYPE_CHECKING:
     from mypy_boto3_application_autoscaling import ApplicationAutoScalingClient
     from mypy_boto3_sagemaker import SageMakerClient
 
-__all__ = ["EndpointState", "Ledger", "fail", "read_endpoint", "remove_superseded"]
+__all__ = [
+    "EndpointState",
+    "Ledger",
+    "delete_in_order",
+    "error_like",
+    "fail",
+    "read_endpoint",
+    "remove_superseded",
+]
 
 logger = logging.getLogger(__name__)
 
 #: Seconds a failed deployment keeps trying to read the endpoint before deciding what to delete.
 RECOVERY_READ_SECONDS = 60.0
 
-_DELETE_ORDER = {"endpoint": 0, "endpoint-config": 1, "model": 2, "autoscaling": 3}
+_DELETE_ORDER = {"inference-component": -1, "endpoint": 0, "endpoint-config": 1, "model": 2, "autoscaling": 3}
 
 
 @dataclass
@@ -68,7 +76,7 @@ class Ledger:
     sagemaker: SageMakerClient
     endpoint_name: str
     config_name: str
-    model_name: str
+    model_name: str = ""
     created: list[tuple[str, str]] = field(default_factory=list)
     #: "create" or "update" once that call was sent (whatever became of it).
     sent: str | None = None
@@ -78,6 +86,8 @@ class Ledger:
     #: stays on its old config; and how to reach Application Auto Scaling for that.
     removed_autoscaling: list[Registration] = field(default_factory=list)
     scaling_client: Callable[[], ApplicationAutoScalingClient] | None = None
+    #: The deployer the messages tell to run again.
+    call: str = "deploy_mme"
 
     def add(self, kind: str, name: str) -> None:
         if (kind, name) not in self.created:
@@ -104,7 +114,9 @@ def read_endpoint(sagemaker: SageMakerClient, endpoint_name: str, deadline: Dead
 
 
 def _delete(sagemaker: SageMakerClient, kind: str, name: str) -> None:
-    if kind == "endpoint":
+    if kind == "inference-component":
+        sagemaker.delete_inference_component(InferenceComponentName=name)
+    elif kind == "endpoint":
         sagemaker.delete_endpoint(EndpointName=name)
     elif kind == "endpoint-config":
         sagemaker.delete_endpoint_config(EndpointConfigName=name)
@@ -112,7 +124,7 @@ def _delete(sagemaker: SageMakerClient, kind: str, name: str) -> None:
         sagemaker.delete_model(ModelName=name)
 
 
-def _delete_all(
+def delete_in_order(
     ledger: Ledger, items: Sequence[tuple[str, str]], progress: DeployProgress | None
 ) -> tuple[list[tuple[str, str]], list[tuple[str, str, str]]]:
     """Delete endpoint, then configs, then models; stop before the configs if the endpoint stays.
@@ -217,7 +229,7 @@ def fail(
     variant rename when the old variant stays in service); return the error to raise (``exc`` chained)."""
     to_delete, kept, why = _decide(ledger, state)
     kept = sorted(kept, key=lambda item: _DELETE_ORDER[item[0]])
-    deleted, failed = _delete_all(ledger, to_delete, progress)
+    deleted, failed = delete_in_order(ledger, to_delete, progress)
     restored, scaling_left, scaling_failed = _restore_autoscaling(ledger, state, progress)
     name = ledger.endpoint_name
     base = str(exc) if isinstance(exc, DeploymentError) else f"deploying endpoint {name!r} failed: {exc}"
@@ -243,26 +255,36 @@ def fail(
     deleted += restored
     kept = kept + scaling_left
     kept = kept + [(kind, item) for kind, item, _ in failed]
-    message = "; ".join(parts)
+    return error_like(exc, "; ".join(parts), name, deleted, kept)
+
+
+def error_like(
+    exc: Exception,
+    message: str,
+    endpoint_name: str,
+    rolled_back: Sequence[tuple[str, str]],
+    kept: Sequence[tuple[str, str]],
+) -> DeploymentError:
+    """The error to raise for ``exc`` after a rollback: of its class (a failed endpoint or component keeps
+    its ``failure_reason``, a timeout stays a timeout), with what was rolled back and kept."""
+    where: dict[str, Any] = {"endpoint_name": endpoint_name, "rolled_back": rolled_back, "kept": kept}
     if isinstance(exc, EndpointFailedError):
-        return EndpointFailedError(
-            message, endpoint_name=name, failure_reason=exc.failure_reason, rolled_back=deleted, kept=kept
-        )
+        return EndpointFailedError(message, failure_reason=exc.failure_reason, **where)
     if isinstance(exc, DeploymentTimeoutError):
-        return DeploymentTimeoutError(message, endpoint_name=name, rolled_back=deleted, kept=kept)
-    return DeploymentError(message, endpoint_name=name, rolled_back=deleted, kept=kept)
+        return DeploymentTimeoutError(message, **where)
+    return DeploymentError(message, **where)
 
 
 def _how_to_finish(ledger: Ledger) -> str:
     name = ledger.endpoint_name
     if ledger.sent == "update":
         return (
-            f"to finish, run deploy_mme({name!r}, ...) again with the same arguments (it waits for the "
+            f"to finish, run {ledger.call}({name!r}, ...) again with the same arguments (it waits for the "
             "endpoint and removes whichever config and model it no longer uses), or let sweep() remove "
             "them once unused"
         )
     return (
-        f"to finish, run deploy_mme({name!r}, ...) again with the same arguments, or remove them with "
+        f"to finish, run {ledger.call}({name!r}, ...) again with the same arguments, or remove them with "
         f"teardown({name!r}) (sweep() also removes an unused config and model)"
     )
 
@@ -271,15 +293,16 @@ def remove_superseded(
     sagemaker: SageMakerClient,
     endpoint_name: str,
     config_name: str,
-    model_name: str,
+    models_in_use: Collection[str],
     deadline: Deadline,
     progress: DeployProgress | None,
 ) -> list[tuple[str, str]]:
     """Delete the configs and models made for this endpoint that it does not use; return them.
 
     Runs once the endpoint is ``InService`` on ``config_name``, and checks that again right before it
-    deletes anything. Failures are logged, not raised: the endpoint is in service, and a later run (or
-    ``teardown``/``sweep``) removes what is left.
+    deletes anything. ``models_in_use`` are kept besides what the config names: the deployment's model,
+    or the models of the endpoint's inference components. Failures are logged, not raised: the endpoint is
+    in service, and a later run (or ``teardown``/``sweep``) removes what is left.
     """
     removed: list[tuple[str, str]] = []
     try:
@@ -288,7 +311,7 @@ def remove_superseded(
         config = describe_or_none(
             sagemaker.describe_endpoint_config, deadline=deadline, EndpointConfigName=config_name
         )
-        in_use = {model_name} | {
+        in_use = set(models_in_use) | {
             v["ModelName"] for v in (config or {}).get("ProductionVariants", []) if v.get("ModelName")
         }
         models = [m for m in models if m not in in_use]

@@ -40,18 +40,26 @@ if TYPE_CHECKING:
 
     from mme_triton.artifact.package import Artifact
 
-__all__ = ["DeployArguments", "Resolved", "emit_warnings", "resolve"]
+__all__ = [
+    "DeployArguments",
+    "EndpointArguments",
+    "Reach",
+    "Resolved",
+    "check_endpoint_arguments",
+    "emit_warnings",
+    "reach",
+    "resolve",
+]
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class DeployArguments:
-    """``deploy_mme``'s arguments about what to deploy (not how to wait), as the caller gave them."""
+@dataclass(kw_only=True)
+class EndpointArguments:
+    """A deployer's arguments about the endpoint, whatever hosts its models, as the caller gave them."""
 
     endpoint_name: str
     model_data_url: str | None
-    models: Any
     role: str | None
     instance_type: str
     instance_count: int
@@ -60,18 +68,25 @@ class DeployArguments:
     triton_version: str
     environment: TritonEnvironment | Mapping[str, str | None] | None
     inference_ami_version: str | None
-    model_cache: str | None
     vpc_config: Mapping[str, Any] | None
     enable_network_isolation: bool
     kms_key_id: str | None
     tags: Mapping[str, str] | Sequence[Mapping[str, str]] | None
     variant_name: str
-    autoscaling: AutoScaling | None
     boto3_session: boto3.Session | None = None
     boto_config: Config | None = None
     sagemaker_client: SageMakerClient | None = None
     autoscaling_client: ApplicationAutoScalingClient | None = None
     sagemaker_session: Any = None
+
+
+@dataclass(kw_only=True)
+class DeployArguments(EndpointArguments):
+    """``deploy_mme``'s arguments about what to deploy (not how to wait), as the caller gave them."""
+
+    models: Any
+    model_cache: str | None
+    autoscaling: AutoScaling | None
 
 
 @dataclass
@@ -92,6 +107,23 @@ class Resolved:
     """The SageMaker SDK's default bucket, when ``model_data_url`` was derived from it."""
 
 
+def check_endpoint_arguments(args: EndpointArguments) -> None:
+    """The checks every deployer makes first: the names, the role and prefix when given, the count.
+
+    Raises:
+        ValueError, TypeError: one AWS would refuse.
+    """
+    check_name("endpoint name", args.endpoint_name)
+    check_name("variant name", args.variant_name)
+    if args.role is not None:
+        check_role(args.role)
+    if args.model_data_url is not None:
+        parse_s3_url(args.model_data_url)
+    count = args.instance_count
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError(f"instance_count must be an int >= 1, got {count!r}")
+
+
 def resolve(args: DeployArguments, *, plan_only: bool = False) -> Resolved:
     """Check every argument (no AWS call before that), then derive the SageMaker SDK's defaults, make the
     clients and the plan.
@@ -102,16 +134,9 @@ def resolve(args: DeployArguments, *, plan_only: bool = False) -> Resolved:
     Raises:
         ValueError, TypeError: an argument AWS would refuse (see ``deploy_mme``).
     """
-    check_name("endpoint name", args.endpoint_name)
-    check_name("variant name", args.variant_name)
-    if args.role is not None:
-        check_role(args.role)
-    if args.model_data_url is not None:
-        parse_s3_url(args.model_data_url)
+    check_endpoint_arguments(args)
     instance = check_instance_type(args.instance_type)
     count = args.instance_count
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise ValueError(f"instance_count must be an int >= 1, got {count!r}")
     env = environment_dict(args.environment)
     ami = check_inference_ami_version(args.inference_ami_version)
     if args.model_cache not in (None, "Enabled", "Disabled"):
@@ -136,36 +161,12 @@ def resolve(args: DeployArguments, *, plan_only: bool = False) -> Resolved:
 
     # Every pure check passed: a missing role or prefix now comes from the SageMaker SDK, as its own
     # estimators derive them (the role with reads; the default bucket is created only by a deploy).
-    session, given_url, role = deploy_defaults(
-        args.endpoint_name,
-        args.model_data_url,
-        args.role,
-        boto3_session=args.boto3_session,
-        sagemaker_session=args.sagemaker_session,
-        create_bucket=not plan_only,
-    )
-    check_role(role)
-    bucket, prefix = parse_s3_url(given_url)
-    model_data_url = f"s3://{bucket}/{prefix}"
-    image_uri = args.image_uri
-
-    sagemaker: SageMakerClient = make_client(
-        "sagemaker",
-        client=args.sagemaker_client,
-        boto3_session=session,
-        boto_config=args.boto_config,
-        default_config=control_plane_config(),
-        region=args.region,
-    )
-    region = region_of(sagemaker, args.region)
-    if image_uri is None:
-        image_uri = triton_image_uri(region, version=args.triton_version, cpu=not instance.is_gpu)
-    version = triton_version_of(image_uri)
-
+    where = reach(args, gpu=instance.is_gpu, plan_only=plan_only)
+    image_uri, version = where.image_uri, where.version
     plan = build_plan(
         args.endpoint_name,
-        model_data_url,
-        role=role,
+        where.model_data_url,
+        role=where.role,
         image_uri=image_uri,
         instance_type=args.instance_type,
         instance_count=count,
@@ -179,6 +180,69 @@ def resolve(args: DeployArguments, *, plan_only: bool = False) -> Resolved:
         autoscaling=scaling,
         inference_ami_version=ami,
     )
+    return Resolved(
+        plan=plan,
+        sagemaker=where.sagemaker,
+        region=where.region,
+        image_uri=image_uri,
+        triton_version=version,
+        model_items=model_items,
+        scaling_client=where.scaling_client,
+        warnings=[
+            *instance.warnings,
+            *gpu_warnings(args.instance_type, version, ami),
+            *environment_warnings(env),
+        ],
+        boto3_session=where.boto3_session,
+        default_bucket=where.default_bucket,
+    )
+
+
+@dataclass
+class Reach:
+    """Where a deployment goes and how it gets there: the role and prefix (given or derived), the
+    clients, the region, the Triton image."""
+
+    boto3_session: boto3.Session | None
+    role: str
+    model_data_url: str
+    sagemaker: SageMakerClient
+    region: str
+    image_uri: str
+    version: str | None
+    scaling_client: Callable[[], ApplicationAutoScalingClient]
+    default_bucket: str | None
+
+
+def reach(args: EndpointArguments, *, gpu: bool, plan_only: bool) -> Reach:
+    """The role and prefix (the SageMaker SDK's when not given), the SageMaker client, the region and the
+    image for a deployer's checked arguments.
+
+    Raises:
+        ValueError: a derived role that is not a role ARN, an image of no known Triton release ...
+    """
+    session, given_url, role = deploy_defaults(
+        args.endpoint_name,
+        args.model_data_url,
+        args.role,
+        boto3_session=args.boto3_session,
+        sagemaker_session=args.sagemaker_session,
+        create_bucket=not plan_only,
+    )
+    check_role(role)
+    bucket, prefix = parse_s3_url(given_url)
+    sagemaker: SageMakerClient = make_client(
+        "sagemaker",
+        client=args.sagemaker_client,
+        boto3_session=session,
+        boto_config=args.boto_config,
+        default_config=control_plane_config(),
+        region=args.region,
+    )
+    region = region_of(sagemaker, args.region)
+    image_uri = args.image_uri
+    if image_uri is None:
+        image_uri = triton_image_uri(region, version=args.triton_version, cpu=not gpu)
     holder: list[ApplicationAutoScalingClient] = []
 
     def scaling_client() -> ApplicationAutoScalingClient:
@@ -196,20 +260,15 @@ def resolve(args: DeployArguments, *, plan_only: bool = False) -> Resolved:
             )
         return holder[0]
 
-    return Resolved(
-        plan=plan,
+    return Reach(
+        boto3_session=session,
+        role=role,
+        model_data_url=f"s3://{bucket}/{prefix}",
         sagemaker=sagemaker,
         region=region,
         image_uri=image_uri,
-        triton_version=version,
-        model_items=model_items,
+        version=triton_version_of(image_uri),
         scaling_client=scaling_client,
-        warnings=[
-            *instance.warnings,
-            *gpu_warnings(args.instance_type, version, ami),
-            *environment_warnings(env),
-        ],
-        boto3_session=session,
         default_bucket=bucket if args.model_data_url is None else None,
     )
 

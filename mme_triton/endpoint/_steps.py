@@ -3,6 +3,10 @@
 Existing endpoint (waited for if in progress) → model → endpoint config → CreateEndpoint or UpdateEndpoint
 → wait for ``InService`` → remove what the endpoint no longer uses → autoscaling. What a failure before
 ``InService`` deletes or keeps is decided in :mod:`mme_triton.endpoint._recovery`.
+
+:class:`EndpointSteps` holds the steps every deployment of an endpoint takes, whatever hosts its models;
+:class:`Deployment` runs them for a multi-model endpoint, and the inference components' deployer
+(:mod:`mme_triton.endpoint._component_steps`) for an endpoint of components.
 """
 
 from __future__ import annotations
@@ -11,8 +15,9 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from mme_triton._inference_components import hosts_components
 from mme_triton._sagemaker import is_transient
-from mme_triton.endpoint._plan import DeployPlan
+from mme_triton.endpoint._plan import DeployPlan, EndpointPlan
 from mme_triton.endpoint._recovery import (
     RECOVERY_READ_SECONDS,
     EndpointState,
@@ -35,9 +40,12 @@ from mme_triton.endpoint.handle import IN_PROGRESS, DeployProgress, wait_for_end
 from mme_triton.errors import DeploymentError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from mypy_boto3_application_autoscaling import ApplicationAutoScalingClient
     from mypy_boto3_sagemaker import SageMakerClient
 
-__all__ = ["Deployment"]
+__all__ = ["Deployment", "EndpointSteps"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,21 +63,29 @@ _RESOURCES = {
 }
 
 
-class Deployment:
-    """One deploy_mme call after its arguments are checked: the steps, each with its failure handling."""
+class EndpointSteps:
+    """The steps of a deployment of an endpoint, whatever hosts its models, each with its failure handling.
+
+    ``hosts_components`` says which endpoints this deployer may take over: an endpoint hosting the other
+    kind is refused before anything changes (SageMaker cannot switch one into the other in place).
+    """
+
+    hosts_components = False
 
     def __init__(
         self,
-        resolved: Resolved,
+        sagemaker: SageMakerClient,
+        scaling_client: Callable[[], ApplicationAutoScalingClient],
+        plan: EndpointPlan,
         ledger: Ledger,
         wait: bool,
         timeout: float,
         poll_interval: float,
         progress: DeployProgress | None,
     ) -> None:
-        self.sagemaker: SageMakerClient = resolved.sagemaker
-        self.scaling_client = resolved.scaling_client
-        self.plan: DeployPlan = resolved.plan
+        self.sagemaker = sagemaker
+        self.scaling_client = scaling_client
+        self.plan = plan
         self.ledger = ledger
         self.wait = wait
         self.timeout = timeout
@@ -84,37 +100,6 @@ class Deployment:
     def _recovery_state(self) -> EndpointState:
         deadline = Deadline(min(RECOVERY_READ_SECONDS, self.timeout))
         return read_endpoint(self.sagemaker, self.plan.endpoint_name, deadline)
-
-    def run(self) -> dict[str, Any]:
-        plan, name = self.plan, self.plan.endpoint_name
-        existing = self._existing()
-        try:
-            self._ensure("model", plan.model_name, plan.model_request)
-            self._ensure("endpoint-config", plan.config_name, plan.config_request)
-            if existing is not None and existing.get("EndpointConfigName") != plan.config_name:
-                self.ledger.previous_config = str(existing["EndpointConfigName"])
-                old_variants = {v["VariantName"] for v in existing.get("ProductionVariants", [])}
-                for old_variant in sorted(old_variants - {plan.variant_name}):
-                    self._set_aside_autoscaling(old_variant)
-        except Exception as exc:
-            raise fail(self.ledger, exc, EndpointState(known=True), self.progress) from exc
-
-        if existing is None:
-            self._send("create")
-        elif existing.get("EndpointConfigName") != plan.config_name:
-            self._send("update")
-        else:
-            logger.info("endpoint %s already runs %s", name, plan.config_name)
-
-        if not self.wait:
-            return self._describe_after_send()
-        description = self._wait_in_service()
-        # In service on this config: from here on nothing is rolled back.
-        remove_superseded(
-            self.sagemaker, name, plan.config_name, plan.model_name, self.deadline, self.progress
-        )
-        self._autoscaling(description, existing is None)
-        return description
 
     # -- the steps -------------------------------------------------------------------------------
 
@@ -137,6 +122,7 @@ class Deployment:
                 f"endpoint {name!r} exists and was not created by mme_triton; not taking it over",
                 endpoint_name=name,
             )
+        self._check_hosting(existing)
         if existing["EndpointStatus"] in IN_PROGRESS:
             logger.info("endpoint %s is %s; waiting for it first", name, existing["EndpointStatus"])
             return wait_for_endpoint(
@@ -153,6 +139,34 @@ class Deployment:
                 endpoint_name=name,
             )
         return existing
+
+    def _check_hosting(self, existing: Mapping[str, Any]) -> None:
+        """Refuse an endpoint that hosts the other kind: components on a multi-model endpoint or the
+        reverse (its running config says which)."""
+        name = self.plan.endpoint_name
+        config_name = existing.get("EndpointConfigName")
+        if not config_name:
+            return
+        try:
+            describe = self.sagemaker.describe_endpoint_config
+            config = describe_or_none(describe, deadline=self.deadline, EndpointConfigName=config_name)
+        except Exception as exc:
+            raise DeploymentError(f"cannot read endpoint {name!r}: {exc}", endpoint_name=name) from exc
+        if config is None or hosts_components(config) == self.hosts_components:
+            return
+        if self.hosts_components:
+            raise DeploymentError(
+                f"endpoint {name!r} is a multi-model endpoint (its config {config_name} names a model); "
+                "SageMaker takes inference components only on an endpoint whose variant names none: "
+                f"teardown({name!r}) it first, or deploy the components to another endpoint",
+                endpoint_name=name,
+            )
+        raise DeploymentError(
+            f"endpoint {name!r} hosts inference components (its config {config_name} names no model); "
+            f"deploy_mme cannot turn it into a multi-model endpoint: teardown({name!r}) it first, "
+            "deploy to another endpoint, or use deploy_inference_components",
+            endpoint_name=name,
+        )
 
     def _set_aside_autoscaling(self, variant: str) -> None:
         """Remove the autoscaling of a variant the update drops (SageMaker refuses UpdateEndpoint while a
@@ -277,6 +291,63 @@ class Deployment:
                 assert state.description is not None
                 return state.description
             raise fail(self.ledger, exc, state, self.progress) from exc
+
+
+class Deployment(EndpointSteps):
+    """One deploy_mme call after its arguments are checked: the steps, each with its failure handling."""
+
+    plan: DeployPlan
+
+    def __init__(
+        self,
+        resolved: Resolved,
+        ledger: Ledger,
+        wait: bool,
+        timeout: float,
+        poll_interval: float,
+        progress: DeployProgress | None,
+    ) -> None:
+        super().__init__(
+            resolved.sagemaker,
+            resolved.scaling_client,
+            resolved.plan,
+            ledger,
+            wait,
+            timeout,
+            poll_interval,
+            progress,
+        )
+
+    def run(self) -> dict[str, Any]:
+        plan, name = self.plan, self.plan.endpoint_name
+        existing = self._existing()
+        try:
+            self._ensure("model", plan.model_name, plan.model_request)
+            self._ensure("endpoint-config", plan.config_name, plan.config_request)
+            if existing is not None and existing.get("EndpointConfigName") != plan.config_name:
+                self.ledger.previous_config = str(existing["EndpointConfigName"])
+                old_variants = {v["VariantName"] for v in existing.get("ProductionVariants", [])}
+                for old_variant in sorted(old_variants - {plan.variant_name}):
+                    self._set_aside_autoscaling(old_variant)
+        except Exception as exc:
+            raise fail(self.ledger, exc, EndpointState(known=True), self.progress) from exc
+
+        if existing is None:
+            self._send("create")
+        elif existing.get("EndpointConfigName") != plan.config_name:
+            self._send("update")
+        else:
+            logger.info("endpoint %s already runs %s", name, plan.config_name)
+
+        if not self.wait:
+            return self._describe_after_send()
+        description = self._wait_in_service()
+        # In service on this config: from here on nothing is rolled back.
+        remove_superseded(
+            self.sagemaker, name, plan.config_name, {plan.model_name}, self.deadline, self.progress
+        )
+        self._autoscaling(description, existing is None)
+        return description
 
     def _autoscaling(self, description: Mapping[str, Any], created: bool) -> None:
         plan, name = self.plan, self.plan.endpoint_name

@@ -38,6 +38,7 @@ __all__ = [
     "policy_name",
     "read_registration",
     "remove_autoscaling",
+    "remove_registration",
     "resource_id",
     "restore_registration",
     "scalable_target",
@@ -133,16 +134,21 @@ def current_autoscaling(
 
 
 def scalable_target(
-    client: ApplicationAutoScalingClient, rid: str, *, deadline: Deadline
+    client: ApplicationAutoScalingClient,
+    rid: str,
+    *,
+    deadline: Deadline,
+    dimension: str = SCALABLE_DIMENSION,
 ) -> ScalableTargetTypeDef | None:
-    """The variant's scalable target (``rid`` is its resource id), or None; retried until ``deadline``."""
+    """The scalable target ``rid`` (a variant's resource id, or with ``dimension`` another SageMaker
+    resource's), or None; retried until ``deadline``."""
     targets = read(
         client.describe_scalable_targets,
         deadline=deadline,
         what=f"DescribeScalableTargets({rid})",
         ServiceNamespace=_NAMESPACE,
         ResourceIds=[rid],
-        ScalableDimension=SCALABLE_DIMENSION,
+        ScalableDimension=dimension,
     ).get("ScalableTargets", [])
     return next((t for t in targets if t["ResourceId"] == rid), None)
 
@@ -153,8 +159,10 @@ def scaling_policies(
     *,
     deadline: Deadline,
     names: Sequence[str] | None = None,
+    dimension: str = SCALABLE_DIMENSION,
 ) -> list[ScalingPolicyTypeDef]:
-    """The scaling policies of the variant ``rid`` (only ``names`` when given), retried until ``deadline``."""
+    """The scaling policies of the variant ``rid`` (or with ``dimension`` of another SageMaker resource;
+    only ``names`` when given), retried until ``deadline``."""
     filters: dict[str, Any] = {"PolicyNames": list(names)} if names is not None else {}
     policies = read(
         client.describe_scaling_policies,
@@ -162,7 +170,7 @@ def scaling_policies(
         what=f"DescribeScalingPolicies({rid})",
         ServiceNamespace=_NAMESPACE,
         ResourceId=rid,
-        ScalableDimension=SCALABLE_DIMENSION,
+        ScalableDimension=dimension,
         **filters,
     ).get("ScalingPolicies", [])
     return [p for p in policies if p["ResourceId"] == rid]
@@ -263,28 +271,37 @@ def remove_autoscaling(
 
     Items are ``"policy:<name>"`` and ``"target:<resource id>"``; nothing registered gives ``[]``.
     """
+    rid = resource_id(endpoint_name, variant_name)
+    return remove_registration(client, rid, deadline=_deadline(deadline))
+
+
+def remove_registration(
+    client: ApplicationAutoScalingClient,
+    rid: str,
+    *,
+    deadline: Deadline,
+    dimension: str = SCALABLE_DIMENSION,
+) -> list[str]:
+    """Delete every scaling policy of the scalable target ``rid`` (on ``dimension``) and deregister it;
+    return what was removed, as :func:`remove_autoscaling` does (idempotent)."""
     from botocore.exceptions import ClientError
 
-    rid = resource_id(endpoint_name, variant_name)
-    deadline = _deadline(deadline)
     removed: list[str] = []
-    for policy in scaling_policies(client, rid, deadline=deadline):
+    common: dict[str, Any] = {
+        "ServiceNamespace": _NAMESPACE,
+        "ResourceId": rid,
+        "ScalableDimension": dimension,
+    }
+    for policy in scaling_policies(client, rid, deadline=deadline, dimension=dimension):
         try:
-            client.delete_scaling_policy(
-                PolicyName=policy["PolicyName"],
-                ServiceNamespace=_NAMESPACE,
-                ResourceId=rid,
-                ScalableDimension=SCALABLE_DIMENSION,
-            )
+            client.delete_scaling_policy(PolicyName=policy["PolicyName"], **common)
             removed.append(f"policy:{policy['PolicyName']}")
         except ClientError as exc:
             if not _not_found(exc):
                 raise
-    if scalable_target(client, rid, deadline=deadline) is not None:
+    if scalable_target(client, rid, deadline=deadline, dimension=dimension) is not None:
         try:
-            client.deregister_scalable_target(
-                ServiceNamespace=_NAMESPACE, ResourceId=rid, ScalableDimension=SCALABLE_DIMENSION
-            )
+            client.deregister_scalable_target(**common)
             removed.append(f"target:{rid}")
         except ClientError as exc:
             if not _not_found(exc):

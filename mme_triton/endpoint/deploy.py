@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mme_triton.endpoint._recovery import Ledger
@@ -183,7 +183,7 @@ def deploy_mme(
     plan = resolved.plan
 
     if resolved.model_items:
-        _check_environments(resolved.model_items, resolved.triton_version)
+        check_environments(resolved.model_items, resolved.triton_version)
         if progress is not None:
             progress("upload", f"{len(resolved.model_items)} model(s) to {plan.model_data_url}")
         upload_models(
@@ -202,30 +202,36 @@ def deploy_mme(
         plan.model_name,
         scaling_client=resolved.scaling_client,
     )
-    try:
-        description = Deployment(resolved, ledger, wait, timeout, poll_interval, progress).run()
-    except BaseException as exc:
-        if not isinstance(exc, Exception):
-            _interrupted(ledger, exc)
-        raise
-    if progress is not None:
-        progress("done", f"{endpoint_name} {description['EndpointStatus']}")
-    return Endpoint(
-        name=endpoint_name,
-        arn=str(description["EndpointArn"]),
-        status=str(description["EndpointStatus"]),
-        model_data_url=plan.model_data_url,
-        endpoint_config_name=str(description.get("EndpointConfigName", plan.config_name)),
+    description = run_steps(
+        Deployment(resolved, ledger, wait, timeout, poll_interval, progress).run, ledger, progress
+    )
+    return Endpoint.described(
+        description,
+        plan,
         model_name=plan.model_name,
         region=resolved.region,
-        failure_reason=description.get("FailureReason"),
-        _sagemaker=resolved.sagemaker,
-        _session=boto3_session,
-        _boto_config=boto_config,
+        sagemaker=resolved.sagemaker,
+        session=boto3_session,
+        boto_config=boto_config,
     )
 
 
-def _check_environments(items: Iterable[object], triton_version: str | None) -> None:
+def run_steps(
+    run: Callable[[], dict[str, Any]], ledger: Ledger, progress: DeployProgress | None
+) -> dict[str, Any]:
+    """``run()`` (a deployment's steps); an interrupt (Ctrl-C) stops at once and says what stays."""
+    try:
+        description = run()
+    except BaseException as exc:
+        if not isinstance(exc, Exception):
+            interrupted(ledger, exc)
+        raise
+    if progress is not None:
+        progress("done", f"{ledger.endpoint_name} {description['EndpointStatus']}")
+    return description
+
+
+def check_environments(items: Iterable[object], triton_version: str | None) -> None:
     """Refuse, before any upload, a python model whose ``EXECUTION_ENV_PATH`` environment is not of the
     Python the image's python backend runs (only known for SageMaker's own Triton images).
 
@@ -248,15 +254,15 @@ def _check_environments(items: Iterable[object], triton_version: str | None) -> 
                 raise ModelValidationError(str(item), problems)
 
 
-def _interrupted(ledger: Ledger, exc: BaseException) -> None:
+def interrupted(ledger: Ledger, exc: BaseException) -> None:
     """An interrupt (Ctrl-C) stops at once: nothing is deleted, the log and the exception say what stays."""
     left = ledger.unfinished()
     if not left and not ledger.removed_autoscaling:
         return
     note = (
-        f"deploy_mme({ledger.endpoint_name!r}) was interrupted; left as they are: "
+        f"{ledger.call}({ledger.endpoint_name!r}) was interrupted; left as they are: "
         + (", ".join(f"{kind} {name}" for kind, name in left) or "nothing created")
-        + " (run deploy_mme again with the same arguments to finish, or teardown() to remove them)"
+        + f" (run {ledger.call} again with the same arguments to finish, or teardown() to remove them)"
     )
     if ledger.removed_autoscaling:
         note += "; the autoscaling removed for the variant rename: " + "; ".join(

@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from mme_triton._inference_components import Hosting, hosts_components
 from mme_triton._sagemaker import error_code, error_message, is_not_found, is_transient, make_client
+from mme_triton.endpoint._resources import paginate
 from mme_triton.endpoint._retry import Deadline, control_plane_config, poll_delays, read
 from mme_triton.errors import (
     DeploymentError,
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
 
     from mme_triton.client.client import MMEClient
+    from mme_triton.endpoint._plan import EndpointPlan
     from mme_triton.endpoint.metrics import EndpointMetrics
 
 __all__ = [
@@ -106,14 +109,19 @@ def control_plane_errors(
 
 @dataclass
 class Endpoint:
-    """A handle on a deployed multi-model endpoint.
+    """A handle on a deployed endpoint: a multi-model endpoint (``deploy_mme``) or an endpoint of inference
+    components (``deploy_inference_components``).
 
     Attributes:
         name, arn, status: the endpoint's name, ARN and last seen ``EndpointStatus``.
-        model_data_url: the ``s3://bucket/prefix/`` its models are served from.
-        endpoint_config_name, model_name: the SageMaker resources behind it.
+        model_data_url: the ``s3://bucket/prefix/`` its models are served from (a multi-model endpoint), or
+            its components' archives were uploaded under.
+        endpoint_config_name, model_name: the SageMaker resources behind it (``model_name`` is empty for
+            an endpoint of inference components: each component has its own model).
         region: the endpoint's region.
         failure_reason: SageMaker's ``FailureReason``, if any.
+        hosting: ``"mme"`` or ``"inference-components"``; :meth:`client` invokes accordingly.
+        components: the names of its inference components (none for a multi-model endpoint).
     """
 
     name: str
@@ -124,12 +132,48 @@ class Endpoint:
     model_name: str
     region: str
     failure_reason: str | None = None
+    hosting: Hosting = "mme"
+    components: tuple[str, ...] = ()
     _sagemaker: SageMakerClient | None = field(default=None, repr=False, compare=False)
     _session: Any = field(default=None, repr=False, compare=False)
     _boto_config: Any = field(default=None, repr=False, compare=False)
 
+    @classmethod
+    def described(
+        cls,
+        description: Mapping[str, Any],
+        plan: EndpointPlan,
+        *,
+        model_name: str,
+        region: str,
+        sagemaker: SageMakerClient,
+        session: Any,
+        boto_config: Any,
+        hosting: Hosting = "mme",
+        components: tuple[str, ...] = (),
+    ) -> Endpoint:
+        """The handle a deployer returns: the endpoint as DescribeEndpoint answered, what ``plan`` made,
+        and the clients it was made with."""
+        return cls(
+            name=plan.endpoint_name,
+            arn=str(description["EndpointArn"]),
+            status=str(description["EndpointStatus"]),
+            model_data_url=plan.model_data_url,
+            endpoint_config_name=str(description.get("EndpointConfigName", plan.config_name)),
+            model_name=model_name,
+            region=region,
+            failure_reason=description.get("FailureReason"),
+            hosting=hosting,
+            components=components,
+            _sagemaker=sagemaker,
+            _session=session,
+            _boto_config=boto_config,
+        )
+
     def client(self, **kwargs: Any) -> MMEClient:
-        """A ready :class:`~mme_triton.client.client.MMEClient` for this endpoint (same session and config).
+        """A ready :class:`~mme_triton.client.client.MMEClient` for this endpoint (same session and config):
+        ``infer(target_model, ...)`` on a multi-model endpoint, ``infer(component_name, ...)`` on an endpoint
+        of inference components.
 
         Keyword arguments go to ``MMEClient`` (``runtime_client=``, ``binary=``, ...).
         """
@@ -142,7 +186,9 @@ class Endpoint:
                 kwargs["runtime_client"] = make_client(
                     "sagemaker-runtime", boto_config=self._boto_config, region=self.region
                 )
-        kwargs.setdefault("model_data_url", self.model_data_url)
+        kwargs.setdefault("hosting", self.hosting)
+        if self.hosting == "mme":
+            kwargs.setdefault("model_data_url", self.model_data_url)
         return MMEClient(self.name, **kwargs)
 
     def refresh(self, *, timeout: float = REFRESH_SECONDS) -> Endpoint:
@@ -167,16 +213,28 @@ class Endpoint:
         return self
 
     def models(self) -> list[str]:
-        """The TargetModels under the endpoint's prefix: the ``*.tar.gz`` objects directly in it, sorted.
+        """The TargetModels under the endpoint's prefix: the ``*.tar.gz`` objects directly in it, sorted
+        (for an endpoint of inference components: the names of its components, sorted).
 
         Raises:
             ArtifactError: the S3 listing failed.
+            DeploymentError: the components could not be listed.
 
         Example::
 
             endpoint.models()  # ['linear.tar.gz', 'pipeline.tar.gz']
         """
         from mme_triton.artifact.s3 import list_models
+
+        if self.hosting == "inference-components":
+            from mme_triton.endpoint.models import endpoint_components
+
+            return endpoint_components(
+                self.name,
+                boto3_session=self._session,
+                boto_config=self._boto_config,
+                sagemaker_client=self._sagemaker_client(),
+            )
 
         return list_models(self.model_data_url, boto3_session=self._session, boto_config=self._boto_config)
 
@@ -264,7 +322,16 @@ class Endpoint:
                 what="DescribeEndpointConfig",
                 EndpointConfigName=config_name,
             )
-            self.model_name = str(config["ProductionVariants"][0]["ModelName"])
+            self.model_name = str(config["ProductionVariants"][0].get("ModelName") or "")
+            self.hosting = "inference-components" if hosts_components(config) else "mme"
+        if self.hosting == "inference-components":
+            listed = paginate(
+                self._sagemaker_client().list_inference_components,
+                "InferenceComponents",
+                deadline=deadline,
+                EndpointNameEquals=self.name,
+            )
+            self.components = tuple(sorted(str(c["InferenceComponentName"]) for c in listed))
 
 
 def wait_for_endpoint(

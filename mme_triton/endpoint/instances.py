@@ -160,17 +160,18 @@ def _family_of(instance_type: str) -> str:
     return parts[1] if len(parts) == 3 else ""
 
 
-def check_instance_type(instance_type: str) -> InstanceCheck:
-    """Check ``instance_type`` for a Triton multi-model endpoint.
+def check_instance_type(instance_type: str, *, multi_model: bool = True) -> InstanceCheck:
+    """Check ``instance_type`` for a Triton multi-model endpoint (or, with ``multi_model=False``, for an
+    endpoint of inference components, which takes multi-GPU types too: each component reserves GPUs).
 
     Returns:
         An :class:`InstanceCheck`; a GPU type that SageMaker's multi-model documentation does not list
-        comes with a warning citing that list.
+        comes with a warning citing that list (multi-model endpoints only).
 
     Raises:
         TypeError: not a string.
-        ValueError: not an instance type name (with close matches), a multi-GPU type, or a family
-            without a Triton image (Inferentia, Trainium, the K80-based ml.p2).
+        ValueError: not an instance type name (with close matches), a multi-GPU type for a multi-model
+            endpoint, or a family without a Triton image (Inferentia, Trainium, the K80-based ml.p2).
 
     Example:
         >>> check_instance_type("ml.g5.xlarge")
@@ -192,6 +193,8 @@ def check_instance_type(instance_type: str) -> InstanceCheck:
             f"unknown instance type {instance_type!r} (SageMaker's are ml.<family>.<size>){hint}"
         )
     family = match["family"]
+    if instance_type in _MULTI_GPU and not multi_model:
+        return InstanceCheck(is_gpu=True)
     if instance_type in _MULTI_GPU:
         raise ValueError(
             f"{instance_type} has several GPUs; a GPU multi-model endpoint takes single-GPU instances only "
@@ -205,6 +208,8 @@ def check_instance_type(instance_type: str) -> InstanceCheck:
         raise ValueError(f"{instance_type}: the K80 GPUs of ml.p2 are not supported by the Triton images")
     if not is_gpu_instance_type(instance_type):
         return InstanceCheck(is_gpu=False)  # multi-model endpoints support every CPU instance type
+    if not multi_model:
+        return InstanceCheck(is_gpu=True)
     listed = describe_instance_types(MME_GPU_INSTANCE_TYPES)
     return InstanceCheck(
         is_gpu=True,

@@ -1,10 +1,12 @@
-"""``endpoint_metrics()``: what a multi-model endpoint is doing, from the CloudWatch metrics SageMaker
-publishes.
+"""``endpoint_metrics()``: what an endpoint is doing, from the CloudWatch metrics SageMaker publishes.
 
-Per production variant ("per-model metrics aren't supported"), every minute on AWS and every
-``metrics_period`` on the embedded stack: invocations and errors, the cache-hit ratio, how long requests
-waited for model loads, downloads, loads and unloads, latencies and the number of loaded models. The same
-code reads AWS and the stack (docs/metrics.md lists each metric and what it means on an MME).
+Per production variant ("per-model metrics aren't supported" on a multi-model endpoint), every minute on
+AWS and every ``metrics_period`` on the embedded stack: invocations and errors, the cache-hit ratio, how
+long requests waited for model loads, downloads, loads and unloads, latencies and the number of loaded
+models. On an endpoint of inference components, each component's own metrics too (dimension
+``InferenceComponentName``: invocations, invocations per copy, errors, requests no copy could take,
+latencies, utilization of what its copies reserved), and each variant's reservation of its instances. The
+same code reads AWS and the stack (docs/metrics.md lists each metric and what it means).
 """
 
 from __future__ import annotations
@@ -13,15 +15,26 @@ import contextlib
 import csv
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mme_triton._inference_components import (
+    COMPONENT_METRICS,
+    RESERVATION_METRICS,
+    check_component_name,
+    hosts_components,
+)
 from mme_triton._sagemaker import ENDPOINT_METRICS, error_message, make_client
 from mme_triton._sdk import boto3_session_of
-from mme_triton.endpoint._metric_queries import fetch, metric_namespaces, plan_queries
+from mme_triton.endpoint._metric_queries import (
+    fetch,
+    metric_namespaces,
+    plan_component_queries,
+    plan_queries,
+)
 from mme_triton.endpoint._retry import Deadline, control_plane_config, read
 from mme_triton.endpoint.handle import control_plane_errors
 from mme_triton.errors import EndpointError
@@ -38,9 +51,14 @@ DEFAULT_WINDOW = timedelta(hours=1)
 _SECONDS = 1e-6  # SageMaker publishes durations in microseconds
 
 
+#: Every metric name a point may carry: the endpoint's, a component's, a component endpoint's reservations.
+_ALL_METRICS = {**RESERVATION_METRICS, **COMPONENT_METRICS, **ENDPOINT_METRICS}
+
+
 @dataclass(frozen=True)
 class MetricPoint:
-    """One value of one statistic of one metric in one period (a row of the tidy table)."""
+    """One value of one statistic of one metric in one period (a row of the tidy table); ``component`` is
+    the inference component a point is of (``variant`` then empty), None for a variant's."""
 
     metric: str
     variant: str
@@ -49,6 +67,7 @@ class MetricPoint:
     value: float
     unit: str
     namespace: str
+    component: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -57,7 +76,7 @@ class MetricPoint:
 
 
 def _unit(metric: str, statistic: str) -> str:
-    return "Count" if statistic == "SampleCount" else ENDPOINT_METRICS[metric][1]
+    return "Count" if statistic == "SampleCount" else _ALL_METRICS[metric][1]
 
 
 @dataclass(frozen=True)
@@ -72,6 +91,9 @@ class EndpointMetrics:
         points: every value read, one :class:`MetricPoint` each (metric, variant, statistic, timestamp,
             value, unit, namespace), oldest first.
         window: whole-window percentiles, ``(variant, metric, statistic) -> value``.
+        components: the inference components read (none for a multi-model endpoint).
+        component_window: the components' whole-window percentiles, ``(component, metric, statistic) ->
+            value``.
     """
 
     endpoint_name: str
@@ -81,22 +103,32 @@ class EndpointMetrics:
     period: int
     points: tuple[MetricPoint, ...] = ()
     window: Mapping[tuple[str, str, str], float] = field(default_factory=dict)
+    components: tuple[str, ...] = ()
+    component_window: Mapping[tuple[str, str, str], float] = field(default_factory=dict)
 
     def series(
-        self, metric_name: str, statistic: str | None = None, *, variant: str | None = None
+        self,
+        metric_name: str,
+        statistic: str | None = None,
+        *,
+        variant: str | None = None,
+        component: str | None = None,
     ) -> list[MetricPoint]:
-        """The points of one metric (of one statistic, of one variant when given), oldest first.
+        """The points of one metric (of one statistic, of one variant when given), oldest first; with
+        ``component``, that inference component's own points of the metric.
 
         Raises:
-            ValueError: ``metric_name`` is not one of SageMaker's endpoint metrics.
+            ValueError: ``metric_name`` is not one of SageMaker's endpoint or inference component metrics.
 
         Example::
 
             [(p.timestamp, p.value) for p in metrics.series("ModelCacheHit", "Average")]
+            metrics.series("InvocationsPerCopy", "Sum", component="linear")
         """
-        if metric_name not in ENDPOINT_METRICS:
+        if metric_name not in _ALL_METRICS:
             raise ValueError(
-                f"unknown metric {metric_name!r}; the endpoint metrics are: {', '.join(ENDPOINT_METRICS)}"
+                f"unknown metric {metric_name!r}; the endpoint and inference component metrics are: "
+                f"{', '.join(_ALL_METRICS)}"
             )
         return [
             point
@@ -104,20 +136,21 @@ class EndpointMetrics:
             if point.metric == metric_name
             and (statistic is None or point.statistic == statistic)
             and (variant is None or point.variant == variant)
+            and point.component == component
         ]
 
-    def _values(self, metric: str, statistic: str) -> list[float]:
-        return [point.value for point in self.series(metric, statistic)]
+    def _values(self, metric: str, statistic: str, component: str | None = None) -> list[float]:
+        return [point.value for point in self.series(metric, statistic, component=component)]
 
-    def _total(self, metric: str, statistic: str) -> float:
-        return math.fsum(self._values(metric, statistic))
+    def _total(self, metric: str, statistic: str, component: str | None = None) -> float:
+        return math.fsum(self._values(metric, statistic, component))
 
-    def _mean_seconds(self, metric: str) -> float | None:
-        count = self._total(metric, "SampleCount")
-        return self._total(metric, "Sum") / count * _SECONDS if count else None
+    def _mean_seconds(self, metric: str, component: str | None = None) -> float | None:
+        count = self._total(metric, "SampleCount", component)
+        return self._total(metric, "Sum", component) / count * _SECONDS if count else None
 
-    def _maximum(self, metric: str, scale: float = 1.0) -> float | None:
-        values = self._values(metric, "Maximum")
+    def _maximum(self, metric: str, scale: float = 1.0, component: str | None = None) -> float | None:
+        values = self._values(metric, "Maximum", component)
         return max(values) * scale if values else None
 
     def _window_value(self, metric: str, statistic: str, scale: float) -> float | None:
@@ -168,13 +201,64 @@ class EndpointMetrics:
             "memory_utilization_max": self._maximum("MemoryUtilization"),
         }
 
+    def component_summary(self, component: str) -> dict[str, Any]:
+        """The figures of one inference component over the whole window.
+
+        Keys: ``invocations``, ``invocations_per_copy_max`` (the highest per-period sum of
+        ``InvocationsPerCopy``: what target tracking on it compares with its target, per minute at a
+        60 s period), ``no_capacity_failures`` (requests no copy could take,
+        ``NoCapacityInvocationFailures``),
+        ``errors_4xx``, ``errors_5xx``, ``model_errors``, ``model_latency_mean_ms``,
+        ``model_latency_p50_ms``, ``model_latency_p99_ms``, ``overhead_latency_mean_ms``,
+        ``cpu_utilization_max``, ``memory_utilization_max``, ``gpu_utilization_max``,
+        ``gpu_memory_utilization_max`` (percent of what its copies reserved). A figure with no data is
+        ``None``.
+
+        Raises:
+            ValueError: ``component`` was not read.
+
+        Example::
+
+            metrics.component_summary("linear")["invocations_per_copy_max"]
+        """
+        if component not in self.components:
+            read_ = ", ".join(self.components) or "none"
+            raise ValueError(f"no inference component {component!r} was read (read: {read_})")
+        latency = self._mean_seconds("ModelLatency", component)
+        overhead = self._mean_seconds("OverheadLatency", component)
+        per_copy = self._values("InvocationsPerCopy", "Sum", component)
+
+        def window(metric: str, statistic: str) -> float | None:
+            value = self.component_window.get((component, metric, statistic))
+            return value * _SECONDS * 1000 if value is not None else None
+
+        def maximum(metric: str) -> float | None:
+            return self._maximum(metric, component=component)
+
+        return {
+            "invocations": round(self._total("Invocations", "Sum", component)),
+            "invocations_per_copy_max": max(per_copy) if per_copy else None,
+            "no_capacity_failures": round(self._total("NoCapacityInvocationFailures", "Sum", component)),
+            "errors_4xx": round(self._total("Invocation4XXErrors", "Sum", component)),
+            "errors_5xx": round(self._total("Invocation5XXErrors", "Sum", component)),
+            "model_errors": round(self._total("InvocationModelErrors", "Sum", component)),
+            "model_latency_mean_ms": latency * 1000 if latency is not None else None,
+            "model_latency_p50_ms": window("ModelLatency", "p50"),
+            "model_latency_p99_ms": window("ModelLatency", "p99"),
+            "overhead_latency_mean_ms": overhead * 1000 if overhead is not None else None,
+            "cpu_utilization_max": maximum("CPUUtilizationNormalized"),
+            "memory_utilization_max": maximum("MemoryUtilizationNormalized"),
+            "gpu_utilization_max": maximum("GPUUtilizationNormalized"),
+            "gpu_memory_utilization_max": maximum("GPUMemoryUtilizationNormalized"),
+        }
+
     @property
     def has_data(self) -> bool:
         """Whether CloudWatch had any data point for the endpoint in the window."""
         return bool(self.points)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict: the window, the summary and every point."""
+        """A JSON-ready dict: the window, the summary, each component's summary and every point."""
         return {
             "endpoint_name": self.endpoint_name,
             "variants": list(self.variants),
@@ -182,6 +266,7 @@ class EndpointMetrics:
             "end": self.end.isoformat(),
             "period": self.period,
             "summary": self.summary(),
+            "components": {name: self.component_summary(name) for name in self.components},
             "points": [point.to_dict() for point in self.points],
         }
 
@@ -193,25 +278,17 @@ class EndpointMetrics:
 
     def to_csv(self, path: str | Path) -> Path:
         """Write the points to ``path`` as CSV (one row per point: endpoint, variant, namespace, metric,
-        statistic, timestamp, value, unit); returns the path."""
+        statistic, timestamp, value, unit, component); returns the path."""
         target = Path(path)
         columns = ["endpoint", "variant", "namespace", "metric", "statistic", "timestamp", "value", "unit"]
+        columns.append("component")
         with target.open("w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle)
             writer.writerow(columns)
             for p in self.points:
-                when = p.timestamp.isoformat()
-                row = [
-                    self.endpoint_name,
-                    p.variant,
-                    p.namespace,
-                    p.metric,
-                    p.statistic,
-                    when,
-                    repr(p.value),
-                    p.unit,
-                ]
-                writer.writerow(row)
+                when, value = p.timestamp.isoformat(), repr(p.value)
+                row = [self.endpoint_name, p.variant, p.namespace, p.metric, p.statistic, when, value, p.unit]
+                writer.writerow([*row, p.component or ""])
         return target
 
     def plot(self, path: str | Path | None = None) -> Any:
@@ -233,7 +310,13 @@ class EndpointMetrics:
         )
         if not self.has_data:
             return head + "\n  no data points in CloudWatch for this window"
-        return head + "".join(f"\n  {key:<26} {_show(value)}" for key, value in summary.items())
+        text = head + "".join(f"\n  {key:<26} {_show(value)}" for key, value in summary.items())
+        for name in self.components:
+            figures = self.component_summary(name)
+            text += f"\n  component {name}" + "".join(
+                f"\n    {key:<26} {_show(value)}" for key, value in figures.items()
+            )
+        return text
 
 
 def _show(value: Any) -> str:
@@ -290,6 +373,7 @@ def endpoint_metrics(
     cloudwatch_client: Any = None,
     sagemaker_client: Any = None,
     timeout: float = 120.0,
+    components: Sequence[str] | None = None,
 ) -> EndpointMetrics:
     """Read an endpoint's CloudWatch metrics: one series per metric and statistic, and a summary.
 
@@ -301,6 +385,9 @@ def endpoint_metrics(
         period: seconds per data point (1, 5, 10, 20, 30 or a multiple of 60; or a timedelta). SageMaker
             publishes every minute; the embedded stack every ``metrics_period``.
         variant: the production variant; default: every variant DescribeEndpoint lists.
+        components: the inference components to read as well (dimension ``InferenceComponentName``);
+            default: every component of an endpoint of components, when ``variant`` is not given (a
+            deleted endpoint's components must be named).
         region, boto3_session, sagemaker_session, boto_config: how the clients are made.
         cloudwatch_client, sagemaker_client: ready clients that win over the session.
         timeout: seconds the reads are retried for while AWS throttles or cannot be reached.
@@ -314,9 +401,12 @@ def endpoint_metrics(
 
         metrics = endpoint_metrics("my-mme", start=timedelta(hours=3), period=300)
         metrics.summary()["cache_hit_ratio"]  # 0.93
+        endpoint_metrics("my-components").component_summary("linear")["invocations"]
     """
     seconds = _seconds(period)
     begin, finish, whole = _window(start, end, seconds)
+    if components is not None:
+        components = tuple(check_component_name(name) for name in components)
     session = boto3_session_of(boto3_session, sagemaker_session)
     clients: dict[str, Any] = {"boto3_session": session, "boto_config": boto_config, "region": region}
     deadline = Deadline(timeout)
@@ -332,30 +422,59 @@ def endpoint_metrics(
                 EndpointName=endpoint_name,
             )
         variants = tuple(str(v["VariantName"]) for v in described.get("ProductionVariants", []))
+        if components is None:
+            components = _components_of(sagemaker, endpoint_name, described, deadline)
     else:
         variants = (variant,)
     cloudwatch: Any = make_client(
         "cloudwatch", client=cloudwatch_client, default_config=control_plane_config(), **clients
     )
+    found = tuple(components or ())
     with _cloudwatch_errors(endpoint_name):
         namespaces = metric_namespaces(cloudwatch, endpoint_name, deadline=deadline)
-        queries = plan_queries(variants, namespaces, period=seconds, window_period=whole)
+        queries = plan_queries(
+            variants, namespaces, period=seconds, window_period=whole, reservations=bool(found)
+        )
+        queries += plan_component_queries(found, period=seconds, window_period=whole, first=len(queries))
         values = fetch(cloudwatch, endpoint_name, queries, start=begin, end=finish, deadline=deadline)
     points: list[MetricPoint] = []
     window: dict[tuple[str, str, str], float] = {}
+    component_window: dict[tuple[str, str, str], float] = {}
     for query in queries:
         pairs = values.get(query.id, [])
         if query.whole_window:
-            if pairs:
-                window[(query.variant, query.metric, query.statistic)] = pairs[0][1]
+            at = (query.variant, query.metric, query.statistic)
+            if pairs and query.component is not None:
+                component_window[(query.component, *at[1:])] = pairs[0][1]
+            elif pairs:
+                window[at] = pairs[0][1]
             continue
-        unit = _unit(query.metric, query.statistic)
+        unit, where = _unit(query.metric, query.statistic), (query.namespace, query.component)
         points.extend(
-            MetricPoint(query.metric, query.variant, query.statistic, _utc(t), v, unit, query.namespace)
+            MetricPoint(query.metric, query.variant, query.statistic, _utc(t), v, unit, *where)
             for t, v in pairs
         )
-    points.sort(key=lambda p: (p.timestamp, p.variant, p.metric, p.statistic))
-    return EndpointMetrics(endpoint_name, variants, begin, finish, seconds, tuple(points), window)
+    points.sort(key=lambda p: (p.timestamp, p.variant, p.component or "", p.metric, p.statistic))
+    return EndpointMetrics(
+        endpoint_name, variants, begin, finish, seconds, tuple(points), window, found, component_window
+    )
+
+
+def _components_of(sagemaker: Any, endpoint_name: str, described: Any, deadline: Deadline) -> tuple[str, ...]:
+    """The inference components of an endpoint whose config hosts them (none for a multi-model endpoint,
+    whose metrics need no inference component permission)."""
+    from mme_triton.endpoint.models import endpoint_components
+
+    with control_plane_errors(endpoint_name, "read the config of", missing_is_endpoint=False):
+        config = read(
+            sagemaker.describe_endpoint_config,
+            deadline=deadline,
+            what="DescribeEndpointConfig",
+            EndpointConfigName=described["EndpointConfigName"],
+        )
+    if not hosts_components(config):
+        return ()
+    return tuple(endpoint_components(endpoint_name, sagemaker_client=sagemaker))
 
 
 @contextlib.contextmanager
@@ -371,22 +490,3 @@ def _cloudwatch_errors(endpoint_name: str) -> Iterator[None]:
             f"cannot read the CloudWatch metrics of endpoint {endpoint_name!r}: {detail}",
             endpoint_name=endpoint_name,
         ) from exc
-
-
-def hit_ratio_series(metrics: EndpointMetrics) -> list[tuple[datetime, float]]:
-    """The cache-hit ratio per period over every variant (hits / requests), oldest first."""
-    hits: dict[datetime, float] = {}
-    counts: dict[datetime, float] = {}
-    for point in metrics.series("ModelCacheHit", "Sum"):
-        hits[point.timestamp] = hits.get(point.timestamp, 0.0) + point.value
-    for point in metrics.series("ModelCacheHit", "SampleCount"):
-        counts[point.timestamp] = counts.get(point.timestamp, 0.0) + point.value
-    return [(t, hits.get(t, 0.0) / c) for t, c in sorted(counts.items()) if c]
-
-
-def total_series(points: Iterable[MetricPoint]) -> list[tuple[datetime, float]]:
-    """Values summed over variants per timestamp, oldest first."""
-    totals: dict[datetime, float] = {}
-    for point in points:
-        totals[point.timestamp] = totals.get(point.timestamp, 0.0) + point.value
-    return sorted(totals.items())

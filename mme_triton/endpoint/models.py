@@ -1,9 +1,11 @@
-"""What a live multi-model endpoint serves: its ModelDataUrl, and the TargetModels under it.
+"""What a live endpoint serves: a multi-model endpoint's ModelDataUrl and the TargetModels under it, or
+the inference components of an endpoint that hosts them.
 
 A multi-model endpoint serves every ``<ModelDataUrl><name>.tar.gz`` object directly under the prefix
 of its model's serving container. :func:`endpoint_model_data_url` finds that prefix through
 DescribeEndpoint → DescribeEndpointConfig → DescribeModel; :func:`endpoint_models` lists it with
-:func:`mme_triton.artifact.s3.list_models`.
+:func:`mme_triton.artifact.s3.list_models`. :func:`endpoint_components` lists an endpoint's inference
+components (ListInferenceComponents).
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from mme_triton._inference_components import hosts_components
 from mme_triton._sagemaker import make_client, model_data_url_of
+from mme_triton.endpoint._resources import paginate
 from mme_triton.endpoint._retry import Deadline, control_plane_config, read
 from mme_triton.endpoint.handle import control_plane_errors
 from mme_triton.errors import DeploymentError
@@ -22,7 +26,7 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_sagemaker import SageMakerClient
 
-__all__ = ["endpoint_model_data_url", "endpoint_models"]
+__all__ = ["endpoint_components", "endpoint_model_data_url", "endpoint_models"]
 
 logger = logging.getLogger(__name__)
 
@@ -76,8 +80,13 @@ def endpoint_model_data_url(
         variants = config.get("ProductionVariants", [])
         model_name = variants[0].get("ModelName") if variants else None
         if not model_name:
+            hint = (
+                " (it hosts inference components: endpoint_components() lists them)"
+                if hosts_components(config)
+                else ""
+            )
             raise DeploymentError(
-                f"endpoint config {config_name!r} of endpoint {endpoint_name!r} names no model",
+                f"endpoint config {config_name!r} of endpoint {endpoint_name!r} names no model{hint}",
                 endpoint_name=endpoint_name,
             )
         model = read(sagemaker.describe_model, deadline=deadline, what="DescribeModel", ModelName=model_name)
@@ -124,3 +133,38 @@ def endpoint_models(
     names = list_models(url, boto3_session=boto3_session, s3_client=s3_client, boto_config=boto_config)
     logger.debug("%d models under %s (endpoint %s)", len(names), url, endpoint_name)
     return names
+
+
+def endpoint_components(
+    endpoint_name: str,
+    *,
+    boto3_session: boto3.Session | None = None,
+    boto_config: Config | None = None,
+    sagemaker_client: SageMakerClient | None = None,
+) -> list[str]:
+    """The names of an endpoint's inference components, sorted (none for a multi-model endpoint).
+
+    Reads are retried while the control plane throttles or fails, for up to a minute.
+
+    Raises:
+        DeploymentError: ListInferenceComponents failed (the botocore error is chained).
+
+    Example::
+
+        endpoint_components("my-components")  # ['linear', 'scale']
+    """
+    sagemaker: SageMakerClient = make_client(
+        "sagemaker",
+        client=sagemaker_client,
+        boto3_session=boto3_session,
+        boto_config=boto_config,
+        default_config=control_plane_config(),
+    )
+    with control_plane_errors(endpoint_name, "list the inference components of", missing_is_endpoint=False):
+        items = paginate(
+            sagemaker.list_inference_components,
+            "InferenceComponents",
+            deadline=Deadline(READ_SECONDS),
+            EndpointNameEquals=endpoint_name,
+        )
+    return sorted(str(item["InferenceComponentName"]) for item in items)

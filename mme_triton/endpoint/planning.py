@@ -66,7 +66,62 @@ class PlannedUpload:
 
 
 @dataclass
-class DeploymentPlan:
+class PlanReport:
+    """What the deployers' plans share: where, the serving image and the variant, the endpoint now, the
+    resources by action, the warnings and blockers; their JSON form and the closing lines of their
+    summary."""
+
+    endpoint_name: str
+    model_data_url: str
+    region: str
+    image_uri: str
+    triton_version: str | None
+    instance_type: str
+    instance_count: int
+    variant_name: str
+    endpoint_config_name: str
+    endpoint_action: EndpointAction = field(default="create", kw_only=True)
+    endpoint_status: str | None = field(default=None, kw_only=True)
+    current_endpoint_config: str | None = field(default=None, kw_only=True)
+    uploads: list[PlannedUpload] = field(default_factory=list, kw_only=True)
+    to_create: list[tuple[str, str]] = field(default_factory=list, kw_only=True)
+    to_update: list[tuple[str, str]] = field(default_factory=list, kw_only=True)
+    to_delete: list[tuple[str, str]] = field(default_factory=list, kw_only=True)
+    to_keep: list[tuple[str, str]] = field(default_factory=list, kw_only=True)
+    warnings: list[str] = field(default_factory=list, kw_only=True)
+    blockers: list[str] = field(default_factory=list, kw_only=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan as plain JSON types (pairs become two-element lists)."""
+        data: dict[str, Any] = dataclasses.asdict(self)
+        for key in ("to_create", "to_update", "to_delete", "to_keep"):
+            data[key] = [list(pair) for pair in data[key]]
+        return data
+
+    def upload_lines(self) -> list[str]:
+        """One summary line per planned upload."""
+        return [f"  upload:       {u.target_model} ({u.source}): {u.action}" for u in self.uploads]
+
+    def closing_lines(self, *extra: str) -> list[str]:
+        """The summary's resources by action, then ``extra``, the warnings and the blockers."""
+
+        def pairs(items: Sequence[tuple[str, str]]) -> str:
+            return ", ".join(f"{kind} {name}" for kind, name in items) or "nothing"
+
+        lines = [
+            f"  create:       {pairs(self.to_create)}",
+            f"  update:       {pairs(self.to_update)}",
+            f"  delete:       {pairs(self.to_delete)}",
+            f"  keep:         {pairs(self.to_keep)}",
+            *extra,
+        ]
+        lines += [f"  warning:      {message}" for message in self.warnings]
+        lines += [f"  would fail:   {message}" for message in self.blockers]
+        return lines
+
+
+@dataclass
+class DeploymentPlan(PlanReport):
     """What ``deploy_mme`` would do; ``str(plan)`` reads as a summary, ``plan.to_dict()`` is JSON-ready.
 
     Attributes:
@@ -91,41 +146,12 @@ class DeploymentPlan:
         blockers: why deploy_mme would fail before changing anything (empty: it would go ahead).
     """
 
-    endpoint_name: str
-    model_data_url: str
-    region: str
-    image_uri: str
-    triton_version: str | None
-    instance_type: str
-    instance_count: int
-    variant_name: str
     inference_ami_version: str | None
     environment: dict[str, str]
     model_name: str
-    endpoint_config_name: str
-    endpoint_action: EndpointAction
-    endpoint_status: str | None = None
-    current_endpoint_config: str | None = None
-    uploads: list[PlannedUpload] = field(default_factory=list)
-    to_create: list[tuple[str, str]] = field(default_factory=list)
-    to_update: list[tuple[str, str]] = field(default_factory=list)
-    to_delete: list[tuple[str, str]] = field(default_factory=list)
-    to_keep: list[tuple[str, str]] = field(default_factory=list)
     autoscaling: AutoScaling | None = None
-    warnings: list[str] = field(default_factory=list)
-    blockers: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The plan as plain JSON types (pairs become two-element lists)."""
-        data: dict[str, Any] = dataclasses.asdict(self)
-        for key in ("to_create", "to_update", "to_delete", "to_keep"):
-            data[key] = [list(pair) for pair in data[key]]
-        return data
 
     def __str__(self) -> str:
-        def pairs(items: Sequence[tuple[str, str]]) -> str:
-            return ", ".join(f"{kind} {name}" for kind, name in items) or "nothing"
-
         version = f" (Triton {self.triton_version})" if self.triton_version else ""
         ami = self.inference_ami_version or "SageMaker's default AMI"
         now = f"{self.endpoint_status} on {self.current_endpoint_config}" if self.endpoint_status else "none"
@@ -137,16 +163,8 @@ class DeploymentPlan:
             f"  models from:  {self.model_data_url}",
             "  environment:  " + (", ".join(f"{k}={v}" for k, v in self.environment.items()) or "none"),
         ]
-        lines += [f"  upload:       {u.target_model} ({u.source}): {u.action}" for u in self.uploads]
-        lines += [
-            f"  create:       {pairs(self.to_create)}",
-            f"  update:       {pairs(self.to_update)}",
-            f"  delete:       {pairs(self.to_delete)}",
-            f"  keep:         {pairs(self.to_keep)}",
-            f"  autoscaling:  {self.autoscaling or 'none'}",
-        ]
-        lines += [f"  warning:      {message}" for message in self.warnings]
-        lines += [f"  would fail:   {message}" for message in self.blockers]
+        lines += self.upload_lines()
+        lines += self.closing_lines(f"  autoscaling:  {self.autoscaling or 'none'}")
         return "\n".join(lines)
 
 
@@ -240,7 +258,7 @@ def plan_deployment(
     if resolved.default_bucket is not None:
         _plan_default_bucket(s3, resolved.default_bucket, plan, deadline)
     for item in resolved.model_items:
-        upload, problem = _planned_upload(s3, item, plan.model_data_url, overwrite, deadline)
+        upload, problem = planned_upload(s3, item, plan.model_data_url, overwrite, deadline)
         plan.uploads.append(upload)
         if problem:
             plan.blockers.append(problem)
@@ -290,11 +308,18 @@ def _plan_default_bucket(s3: S3Client, bucket: str, plan: DeploymentPlan, deadli
         plan.warnings.append(f"the default bucket {bucket} cannot be checked: {error_message(exc)}")
 
 
-def _planned_upload(
-    s3: S3Client, item: Any, model_data_url: str, overwrite: bool, deadline: Deadline
+def planned_upload(
+    s3: S3Client,
+    item: Any,
+    model_data_url: str,
+    overwrite: bool,
+    deadline: Deadline,
+    *,
+    versioned: bool = False,
 ) -> tuple[PlannedUpload, str | None]:
-    """What uploading ``item`` would do, and why it would fail (None: it would not)."""
-    from mme_triton.artifact.package import Artifact
+    """What uploading ``item`` would do (a directory under its versioned name with ``versioned``), and why
+    it would fail (None: it would not)."""
+    from mme_triton.artifact.package import Artifact, versioned_name
     from mme_triton.artifact.s3 import CONTENT_DIGEST_METADATA
 
     if isinstance(item, Artifact):
@@ -309,6 +334,8 @@ def _planned_upload(
             problem = f"{source} has {len(model.errors)} validation error(s) (validate_model lists them)"
             return PlannedUpload(name, source, model_data_url + name, "invalid"), problem
         digest = content_digest(model)
+        if versioned:
+            name = versioned_name(model.path.name, digest)
     url = model_data_url + name
     bucket, prefix = parse_s3_url(model_data_url)
     try:

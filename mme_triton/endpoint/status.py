@@ -1,4 +1,5 @@
-"""``endpoint_status()``: what a live multi-model endpoint is — its state, variants, scaling and models.
+"""``endpoint_status()``: what a live endpoint is — its state, variants, scaling and models (a multi-model
+endpoint's TargetModels, or an endpoint's inference components).
 
 One read-only look through DescribeEndpoint → DescribeEndpointConfig → DescribeModel, Application Auto
 Scaling's scalable targets and policies, and the S3 listing of the endpoint's prefix. ``mme-triton status``
@@ -15,10 +16,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from mme_triton._inference_components import Hosting, hosts_components
 from mme_triton._sagemaker import error_code, error_message, make_client, model_data_url_of, serving_container
 from mme_triton._sdk import boto3_session_of
+from mme_triton.endpoint._component_status import ComponentStatus, read_components
 from mme_triton.endpoint._retry import Deadline, control_plane_config, read
-from mme_triton.endpoint.autoscaling import resource_id, scalable_target, scaling_policies
+from mme_triton.endpoint.autoscaling import SCALABLE_DIMENSION, resource_id, scalable_target, scaling_policies
 from mme_triton.endpoint.handle import check_seconds, control_plane_errors
 
 if TYPE_CHECKING:
@@ -28,7 +31,14 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_sagemaker import SageMakerClient
 
-__all__ = ["STATUS_TIMEOUT", "EndpointStatus", "ScalingStatus", "VariantStatus", "endpoint_status"]
+__all__ = [
+    "STATUS_TIMEOUT",
+    "ComponentStatus",
+    "EndpointStatus",
+    "ScalingStatus",
+    "VariantStatus",
+    "endpoint_status",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +98,10 @@ class EndpointStatus:
         model_data_url: the prefix its TargetModels are served from (``None`` if its model has none).
         image: the serving container's image.
         variants: its production variants.
-        models: the TargetModels under the prefix (``None`` when not listed).
+        models: the TargetModels under the prefix (``None`` when not listed, and for an endpoint of
+            inference components).
+        hosting: ``"mme"`` or ``"inference-components"``.
+        components: its inference components (:class:`ComponentStatus`), by name.
     """
 
     name: str
@@ -102,6 +115,8 @@ class EndpointStatus:
     image: str | None
     variants: tuple[VariantStatus, ...] = ()
     models: tuple[str, ...] | None = field(default=None)
+    hosting: Hosting = "mme"
+    components: tuple[ComponentStatus, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (times as ISO 8601 strings)."""
@@ -116,7 +131,8 @@ class EndpointStatus:
         lines.append(f"  endpoint config  {self.endpoint_config_name}")
         if self.image:
             lines.append(f"  image            {self.image}")
-        lines.append(f"  model data url   {self.model_data_url or '-'}")
+        if self.hosting == "mme":
+            lines.append(f"  model data url   {self.model_data_url or '-'}")
         for variant in self.variants:
             counts = f"{_count(variant.current_instance_count)}/{_count(variant.desired_instance_count)}"
             lines.append(
@@ -136,6 +152,9 @@ class EndpointStatus:
                 )
         if self.models is not None:
             lines.append(f"  models ({len(self.models)})" + "".join(f"\n    {name}" for name in self.models))
+        if self.hosting == "inference-components":
+            lines.append(f"  inference components ({len(self.components)})")
+            lines += [str(component) for component in self.components]
         return "\n".join(lines)
 
 
@@ -144,13 +163,12 @@ def _count(value: int | None) -> str:
 
 
 def _scaling(
-    client: ApplicationAutoScalingClient, endpoint_name: str, variant: str, deadline: Deadline
+    client: ApplicationAutoScalingClient, rid: str, deadline: Deadline, dimension: str
 ) -> ScalingStatus | None:
-    rid = resource_id(endpoint_name, variant)
-    target = scalable_target(client, rid, deadline=deadline)
+    target = scalable_target(client, rid, deadline=deadline, dimension=dimension)
     if target is None:
         return None
-    policies = scaling_policies(client, rid, deadline=deadline)
+    policies = scaling_policies(client, rid, deadline=deadline, dimension=dimension)
     tracking = next(
         (
             p["TargetTrackingScalingPolicyConfiguration"]
@@ -167,10 +185,11 @@ def _scaling(
     )
 
 
-def _variant_scaling(
-    client: ApplicationAutoScalingClient, endpoint_name: str, variant: str, deadline: Deadline
+def read_scaling(
+    client: ApplicationAutoScalingClient, rid: str, deadline: Deadline, *, dimension: str = SCALABLE_DIMENSION
 ) -> tuple[ScalingStatus | None, str | None]:
-    """(the variant's autoscaling, None) or (None, why it cannot be read).
+    """(the autoscaling of the scalable target ``rid`` — a variant's, or with ``dimension`` an inference
+    component's — None) or (None, why it cannot be read).
 
     Like a deploy, which needs Application Auto Scaling only when asked for autoscaling, the status of
     an endpoint does not fail for want of that permission (or while that service keeps failing).
@@ -178,10 +197,10 @@ def _variant_scaling(
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        return _scaling(client, endpoint_name, variant, deadline), None
+        return _scaling(client, rid, deadline, dimension), None
     except (ClientError, BotoCoreError) as exc:
         reason = f"{error_code(exc) or type(exc).__name__}: {error_message(exc)}"
-        logger.warning("cannot read the autoscaling of %s: %s", resource_id(endpoint_name, variant), reason)
+        logger.warning("cannot read the autoscaling of %s: %s", rid, reason)
         return None, reason
 
 
@@ -265,7 +284,8 @@ def endpoint_status(
     for name in list(configured) + [n for n in running if n not in configured]:
         setting: Any = configured.get(name, {})
         state: Any = running.get(name, {})
-        scaling, scaling_error = _variant_scaling(scaling_client, endpoint_name, name, deadline)
+        rid = resource_id(endpoint_name, name)
+        scaling, scaling_error = read_scaling(scaling_client, rid, deadline)
         variants.append(
             VariantStatus(
                 name=name,
@@ -283,6 +303,13 @@ def endpoint_status(
     listed = None
     if list_artifacts and url is not None:
         listed = tuple(list_models(url, boto3_session=session, s3_client=s3_client, boto_config=boto_config))
+    components: tuple[ComponentStatus, ...] = ()
+    hosting: Hosting = "inference-components" if hosts_components(config) else "mme"
+    if hosting == "inference-components":
+        with control_plane_errors(
+            endpoint_name, "read the inference components of", missing_is_endpoint=False
+        ):
+            components = read_components(sagemaker, scaling_client, endpoint_name, deadline)
     return EndpointStatus(
         name=endpoint_name,
         arn=str(endpoint["EndpointArn"]),
@@ -295,4 +322,6 @@ def endpoint_status(
         image=str(container["Image"]) if container is not None and container.get("Image") else None,
         variants=tuple(variants),
         models=listed,
+        hosting=hosting,
+        components=components,
     )

@@ -1,9 +1,11 @@
 """``teardown()`` and ``sweep()``: remove an endpoint and everything behind it, idempotently.
 
-Order: autoscaling registration → endpoint → endpoint config(s) → model(s) → (optionally) the artifacts
-under the prefix. A piece that is already gone is reported as missing, not raised, so running teardown
-twice, on a half-created deployment, or from two processes at once is safe. Every read (describe, list,
-tags) is retried while the control plane throttles or fails, for up to ``timeout`` seconds in all.
+Order: autoscaling registration → inference components (each with its autoscaling; waited for until they
+are gone, which SageMaker needs before it deletes their endpoint) → endpoint → endpoint config(s) →
+model(s) → (optionally) the artifacts under the prefix. A piece that is already gone is reported as
+missing, not raised, so running teardown twice, on a half-created deployment, or from two processes at
+once is safe. Every read (describe, list, tags) is retried while the control plane throttles or fails, for
+up to ``timeout`` seconds in all.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from mme_triton._sagemaker import error_code, is_not_found, make_client, model_data_url_of
+from mme_triton._inference_components import hosts_components
+from mme_triton._sagemaker import error_code, is_not_found, make_client
 from mme_triton._sdk import boto3_session_of
+from mme_triton.endpoint._orphans import as_utc, sweep_orphans
 from mme_triton.endpoint._resources import (
-    TAG_ENDPOINT,
     TAG_MANAGED,
     check_name,
     describe_or_none,
@@ -26,6 +29,7 @@ from mme_triton.endpoint._resources import (
     tags_or_empty,
 )
 from mme_triton.endpoint._retry import Deadline, control_plane_config, read
+from mme_triton.endpoint._teardown_components import archive_prefix, components_of, remove_components
 from mme_triton.endpoint.autoscaling import remove_autoscaling
 from mme_triton.errors import TeardownError
 
@@ -41,7 +45,7 @@ __all__ = ["TeardownError", "TeardownReport", "sweep", "teardown"]
 logger = logging.getLogger(__name__)
 
 #: Kinds of resources in a report, in the order they are removed.
-KINDS = ("autoscaling", "endpoint", "endpoint-config", "model", "artifact")
+KINDS = ("autoscaling", "inference-component", "endpoint", "endpoint-config", "model", "artifact")
 
 #: Seconds teardown() (and sweep(), per endpoint) keeps retrying reads that are throttled or fail.
 DEFAULT_TIMEOUT = 900.0
@@ -88,6 +92,7 @@ class _Clients:
     boto3_session: Any
     boto_config: Any
     s3_client: S3Client | None
+    cloudwatch: Any = None
 
 
 def _clients(
@@ -97,6 +102,7 @@ def _clients(
     autoscaling_client: ApplicationAutoScalingClient | None,
     s3_client: S3Client | None,
     region: str | None,
+    cloudwatch_client: Any = None,
 ) -> _Clients:
     sagemaker = make_client(
         "sagemaker",
@@ -115,10 +121,18 @@ def _clients(
         default_config=control_plane_config(),
         region=region,
     )
-    return _Clients(sagemaker, autoscaling, boto3_session, boto_config, s3_client)
+    cloudwatch = make_client(
+        "cloudwatch",
+        client=cloudwatch_client,
+        boto3_session=boto3_session,
+        boto_config=boto_config,
+        default_config=control_plane_config(),
+        region=region,
+    )
+    return _Clients(sagemaker, autoscaling, boto3_session, boto_config, s3_client, cloudwatch)
 
 
-def _delete(report: TeardownReport, kind: str, name: str, call: Any, **kwargs: Any) -> bool:
+def record_delete(report: TeardownReport, kind: str, name: str, call: Any, **kwargs: Any) -> bool:
     """Run one delete call, recording it as deleted, missing or failed; True when it is gone now."""
     if report.dry_run:
         report.deleted.append((kind, name))
@@ -152,22 +166,26 @@ def teardown(
     sagemaker_client: SageMakerClient | None = None,
     autoscaling_client: ApplicationAutoScalingClient | None = None,
     s3_client: S3Client | None = None,
+    cloudwatch_client: Any = None,
 ) -> TeardownReport:
     """Delete an endpoint and what stands behind it; report what was removed.
 
-    Removes the autoscaling registration of its variants, the endpoint, its endpoint config, the models
-    that config names, and configs/models this library created for the endpoint on earlier runs (found by
-    their names and ``mme-triton:endpoint`` tag). With ``delete_artifacts``, also every ``.tar.gz``
-    directly under the models' ``ModelDataUrl`` prefix — including ones other endpoints may serve from
-    the same prefix. Idempotent: missing pieces go to ``report.missing``.
+    Removes the autoscaling registration of its variants, its inference components (each with its
+    autoscaling and the alarm that brings it back from zero; the components are waited for until they
+    are gone, as SageMaker requires before it deletes the endpoint), the endpoint, its endpoint config,
+    the models that config or the components name, and configs/models this library created for the
+    endpoint on earlier runs (found by their names and ``mme-triton:endpoint`` tag). With
+    ``delete_artifacts``, also every ``.tar.gz`` directly under the models' ``ModelDataUrl`` prefix (for a
+    component, the prefix its archive sits under) — including ones other endpoints may serve from the
+    same prefix. Idempotent: missing pieces go to ``report.missing``.
 
     Parameters:
         endpoint_name: the endpoint.
         delete_artifacts: also delete the artifacts under the prefix.
         dry_run: remove nothing, report what would be removed.
         timeout: seconds, in all, that reads are retried while the control plane throttles or fails.
-        region, boto3_session, boto_config, sagemaker_client, autoscaling_client, s3_client: how to reach
-            AWS; a given client wins over the session.
+        region, boto3_session, boto_config, sagemaker_client, autoscaling_client, s3_client,
+            cloudwatch_client: how to reach AWS; a given client wins over the session.
         sagemaker_session: a ``sagemaker.Session`` instead of ``boto3_session`` (its ``boto_session``).
 
     Raises:
@@ -184,7 +202,9 @@ def teardown(
     if timeout <= 0:
         raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
     boto3_session = boto3_session_of(boto3_session, sagemaker_session)
-    clients = _clients(boto3_session, boto_config, sagemaker_client, autoscaling_client, s3_client, region)
+    clients = _clients(
+        boto3_session, boto_config, sagemaker_client, autoscaling_client, s3_client, region, cloudwatch_client
+    )
     report = TeardownReport(endpoint_name, dry_run=dry_run)
     try:
         _teardown(
@@ -220,32 +240,43 @@ def _teardown(
     configs += [c for c in leftover_configs if c not in configs]
 
     models: list[str] = []
+    with_components = False
     for config_name in configs:
         config = describe_or_none(
             sagemaker.describe_endpoint_config, deadline=deadline, EndpointConfigName=config_name
         )
+        with_components |= config is not None and endpoint is not None and hosts_components(config)
         for variant in (config or {}).get("ProductionVariants", []):
             variants.add(variant["VariantName"])  # removing a registration that is not there is a no-op
             if variant.get("ModelName") and variant["ModelName"] not in models:
                 models.append(variant["ModelName"])
+    # Listed only for an endpoint whose config hosts components (a multi-model endpoint's teardown needs no
+    # inference component permissions).
+    components = components_of(sagemaker, endpoint_name, deadline) if with_components else []
+    models += [c.model_name for c in components if c.model_name and c.model_name not in models]
     models += [m for m in leftover_models if m not in models]
 
     model_data_urls: list[str] = []
     if delete_artifacts:
         for model_name in models:
             model = describe_or_none(sagemaker.describe_model, deadline=deadline, ModelName=model_name)
-            url = model_data_url_of(model) if model is not None else None
+            url = archive_prefix(model) if model is not None else None
             if url and url not in model_data_urls:
                 model_data_urls.append(url)
 
     for variant in sorted(variants):
         _remove_scaling(clients, endpoint_name, variant, report, deadline)
-    if endpoint is not None:
-        _delete(report, "endpoint", endpoint_name, sagemaker.delete_endpoint, EndpointName=endpoint_name)
+    gone = remove_components(sagemaker, clients.autoscaling, clients.cloudwatch, components, report, deadline)
+    if endpoint is not None and not gone:
+        report.errors.append(("endpoint", endpoint_name, "its inference components could not all be deleted"))
+    elif endpoint is not None:
+        record_delete(
+            report, "endpoint", endpoint_name, sagemaker.delete_endpoint, EndpointName=endpoint_name
+        )
     else:
         report.missing.append(("endpoint", endpoint_name))
     for config_name in configs:
-        _delete(
+        record_delete(
             report,
             "endpoint-config",
             config_name,
@@ -253,7 +284,7 @@ def _teardown(
             EndpointConfigName=config_name,
         )
     for model_name in models:
-        _delete(report, "model", model_name, sagemaker.delete_model, ModelName=model_name)
+        record_delete(report, "model", model_name, sagemaker.delete_model, ModelName=model_name)
     for url in model_data_urls:
         _remove_artifacts(clients, url, report)
 
@@ -312,10 +343,6 @@ def _remove_artifacts(clients: _Clients, model_data_url: str, report: TeardownRe
                 report.missing.append(("artifact", url))
         except Exception as exc:
             report.errors.append(("artifact", url, str(exc)))
-
-
-def _as_utc(value: datetime) -> datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
 
 
 def sweep(
@@ -385,7 +412,7 @@ def sweep(
         selected = (
             endpoint_tags.get(TAG_MANAGED) == "true"
             and all(endpoint_tags.get(k) == v for k, v in wanted.items())
-            and (cutoff is None or _as_utc(item["CreationTime"]) < cutoff)
+            and (cutoff is None or as_utc(item["CreationTime"]) < cutoff)
         )
         if not selected:
             continue
@@ -398,7 +425,7 @@ def sweep(
 
     if orphans:
         orphan_cutoff = now - max(orphan_min_age, older_than or timedelta(0))
-        reports += _sweep_orphans(sagemaker, wanted, orphan_cutoff, dry_run, Deadline(timeout))
+        reports += sweep_orphans(sagemaker, wanted, orphan_cutoff, dry_run, Deadline(timeout))
 
     failed = [r for r in reports if r.errors]
     if failed:
@@ -406,70 +433,3 @@ def sweep(
             f"sweep incomplete: {failed[0]}", endpoint_name=failed[0].endpoint_name, report=failed[0]
         )
     return reports
-
-
-def _sweep_orphans(
-    sagemaker: SageMakerClient,
-    wanted: dict[str, str],
-    cutoff: datetime,
-    dry_run: bool,
-    deadline: Deadline,
-) -> list[TeardownReport]:
-    """Managed configs no endpoint uses, then managed models no remaining config names."""
-    # A dry run leaves the selected endpoints in place: their configs count as in use, as they are
-    # already in those endpoints' reports.
-    in_use_configs: set[str] = set()
-    for item in paginate(sagemaker.list_endpoints, "Endpoints", deadline=deadline):
-        described = describe_or_none(
-            sagemaker.describe_endpoint, deadline=deadline, EndpointName=item["EndpointName"]
-        )
-        if described is not None:
-            in_use_configs.add(described["EndpointConfigName"])
-
-    reports: dict[str, TeardownReport] = {}
-
-    def report_for(endpoint: str) -> TeardownReport:
-        if endpoint not in reports:
-            reports[endpoint] = TeardownReport(endpoint, dry_run=dry_run)
-        return reports[endpoint]
-
-    def selected(arn: str, created: datetime) -> tuple[bool, str]:
-        tags = tags_or_empty(sagemaker, arn, deadline=deadline)
-        ok = (
-            tags.get(TAG_MANAGED) == "true"
-            and all(tags.get(k) == v for k, v in wanted.items())
-            and _as_utc(created) < cutoff
-        )
-        return ok, tags.get(TAG_ENDPOINT, "")
-
-    used_models: set[str] = set()
-    for item in paginate(sagemaker.list_endpoint_configs, "EndpointConfigs", deadline=deadline):
-        name = item["EndpointConfigName"]
-        config = describe_or_none(
-            sagemaker.describe_endpoint_config, deadline=deadline, EndpointConfigName=name
-        )
-        if config is None:
-            continue
-        orphan, endpoint = (False, "")
-        if name not in in_use_configs:
-            orphan, endpoint = selected(item["EndpointConfigArn"], item["CreationTime"])
-        if orphan:
-            _delete(
-                report_for(endpoint),
-                "endpoint-config",
-                name,
-                sagemaker.delete_endpoint_config,
-                EndpointConfigName=name,
-            )
-        else:
-            used_models |= {
-                v["ModelName"] for v in config.get("ProductionVariants", []) if v.get("ModelName")
-            }
-    for item in paginate(sagemaker.list_models, "Models", deadline=deadline):
-        name = item["ModelName"]
-        if name in used_models:
-            continue
-        orphan, endpoint = selected(item["ModelArn"], item["CreationTime"])
-        if orphan:
-            _delete(report_for(endpoint), "model", name, sagemaker.delete_model, ModelName=name)
-    return list(reports.values())

@@ -53,6 +53,21 @@ def test_upload_models_names_ensembles_that_embed_an_older_copy(repo: Path, s3: 
     )
 
 
+def test_upload_models_without_check_ensembles_does_not_look_for_them(
+    repo: Path, s3: S3Client, url: str
+) -> None:
+    upload_models([repo / "pipeline", repo / "scale"], url, s3_client=s3)
+    _new_weights(repo, "scale", b"version 2")
+    listed: list[str] = []
+    s3.meta.events.register("before-call.s3.ListObjectsV2", lambda **_: listed.append("list"))
+
+    [scale] = upload_models(repo / "scale", url, s3_client=s3, versioned=True, check_ensembles=False)
+
+    assert (scale.status, scale.stale_ensembles, listed) == ("uploaded", (), [])
+    with pytest.raises(ValueError, match="update_ensembles=True needs check_ensembles=True"):
+        upload_models(repo / "scale", url, s3_client=s3, update_ensembles=True, check_ensembles=False)
+
+
 def test_upload_models_update_ensembles_uploads_a_new_version(repo: Path, s3: S3Client, url: str) -> None:
     upload_models([repo / "pipeline", repo / "scale"], url, s3_client=s3)
     _new_weights(repo, "scale", b"version 2")

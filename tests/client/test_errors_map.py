@@ -14,12 +14,14 @@ from botocore.exceptions import ClientError, EndpointConnectionError, ParamValid
 from mme_triton.client._errors_map import ErrorContext, is_unknown_target, map_invoke_error, triton_message
 from mme_triton.errors import (
     EndpointNotFoundError,
+    InferenceComponentNotFoundError,
     InferenceError,
     InvalidInputError,
     ModelLoadError,
     ModelNotFoundError,
     ModelNotReadyError,
     ModelOutOfMemoryError,
+    NoCapacityError,
     ThrottlingError,
 )
 
@@ -258,3 +260,75 @@ def test_map_invoke_error_keeps_out_of_memory_at_load_as_model_out_of_memory() -
     error = _client_error("ModelError", "x", 424, OriginalStatusCode=507, OriginalMessage=original)
 
     assert type(map_invoke_error(error, CONTEXT)) is ModelOutOfMemoryError
+
+
+# -- inference components -------------------------------------------------------------------------------
+
+COMPONENT = ErrorContext("my-endpoint", None, "linear")
+
+
+@pytest.mark.parametrize(
+    ("message", "context", "expected_class", "said"),
+    [
+        (
+            "Inference Component linear of account 123456789012 not found.",
+            COMPONENT,
+            InferenceComponentNotFoundError,
+            "",
+        ),
+        ('Could not find inference component "linear".', COMPONENT, InferenceComponentNotFoundError, ""),
+        (
+            "Inference Component has no capacity to process this request. ApplicationAutoScaling may be "
+            "in-progress (if configured) or try to increase the capacity by invoking "
+            "UpdateInferenceComponentRuntimeConfig API.",
+            COMPONENT,
+            NoCapacityError,
+            "",
+        ),
+        (
+            "Inference Component Name header is required for endpoints to which you plan to deploy "
+            "inference components. Please include Inference Component Name header or consider using "
+            "SageMaker models.",
+            CONTEXT,
+            InferenceError,
+            "hosting='inference-components'",
+        ),
+        (
+            "Inference Component Name header is not allowed for endpoints to which you dont plan to deploy "
+            "inference components. Please remove the Inference Component Name header and try again.",
+            COMPONENT,
+            InferenceError,
+            "it is a multi-model endpoint",
+        ),
+        ("Endpoint my-endpoint of account 123456789012 not found.", COMPONENT, EndpointNotFoundError, ""),
+        # a TargetModel's request is never read as a component's
+        ("Inference Component linear of account 1 not found.", CONTEXT, InferenceError, ""),
+    ],
+    ids=[
+        "component-not-found",
+        "could-not-find-component",
+        "no-capacity",
+        "header-required",
+        "header-not-allowed",
+        "endpoint-not-found",
+        "target-model-context",
+    ],
+)
+def test_map_invoke_error_inference_component_answers(
+    message: str, context: ErrorContext, expected_class: type[InferenceError], said: str
+) -> None:
+    mapped = map_invoke_error(_client_error("ValidationError", message, 400), context)
+    assert type(mapped) is expected_class
+    assert isinstance(mapped, InferenceError)
+    assert (mapped.inference_component, mapped.target_model) == (
+        context.inference_component,
+        context.target_model,
+    )
+    assert message in mapped.message and said in mapped.message
+    if context.inference_component is not None:
+        assert f"inference component {context.inference_component!r}" in str(mapped)
+
+
+def test_inference_component_not_found_is_a_model_not_found() -> None:
+    """Code that catches ModelNotFoundError (the CLI's exit code 4 among it) catches a missing component."""
+    assert issubclass(InferenceComponentNotFoundError, ModelNotFoundError)

@@ -15,6 +15,7 @@ from typing import Any
 
 import boto3
 import botocore.auth
+import numpy as np
 import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.config import Config
@@ -357,3 +358,30 @@ def test_requests_of_one_kind_are_signed_by_botocore_once_and_as_botocore_signs_
         _, theirs = _botocore_sends(runtime, {**PARAMS, "Body": body})
         assert ours.headers == {name: value for name, value in theirs.items() if name not in _TELEMETRY}
     assert len(signed_by_botocore) == 1
+
+
+def test_client_for_inference_components_sends_the_component_header_on_both_paths() -> None:
+    """``hosting="inference-components"``: ``infer``'s first argument is a component's name, checked by the
+    API's pattern and sent as ``InferenceComponentName`` by the fast path and by botocore alike."""
+    inputs = {"INPUT0": np.arange(6, dtype=np.float32).reshape(2, 3)}
+    client = MMEClient("ep", runtime_client=_runtime(), hosting="inference-components")
+    assert client.hosting == "inference-components" and client.fast_path
+    settings = dict.fromkeys(
+        ("binary_outputs", "parameters", "request_id", "custom_attributes", "inference_id"), None
+    )
+    plan = client._plan("linear", inputs, None, binary=True, split_batches=False, copy=False, **settings)
+    params = plan.request.params("ep", *plan.bodies[0])
+    assert (plan.request.inference_component, plan.request.target_model) == ("linear", None)
+    wire, _ = Wire.of(_runtime())
+    assert wire is not None
+    fast = wire.request(params).headers
+    _, botocore = _botocore_sends(_runtime(), params)
+    for headers in (fast, botocore):
+        assert headers["X-Amzn-SageMaker-Inference-Component"] == "linear"
+        assert not any("target-model" in name.lower() for name in headers)
+    with pytest.raises(ValueError, match="cannot name an inference component"):
+        client.infer("linear.tar.gz", inputs)
+    with pytest.raises(ValueError, match="not a valid TargetModel"):
+        MMEClient("ep", runtime_client=_runtime()).infer(" linear", inputs)
+    with pytest.raises(ValueError, match="hosting must be one of"):
+        MMEClient("ep", runtime_client=_runtime(), hosting="components")  # type: ignore[arg-type]

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import secrets
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerExecution"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "model_repository"
 
 
 @pytest.fixture
@@ -47,6 +50,20 @@ def deploy_kwargs(session: Any) -> dict[str, Any]:
         "poll_interval": 0.05,
         "timeout": 20,
     }
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A copy of the example repository (linear, scale, pipeline) that a test may change."""
+    target = tmp_path / "repo"
+    shutil.copytree(EXAMPLES, target)
+    return target
+
+
+@pytest.fixture
+def ic_kwargs(deploy_kwargs: dict[str, Any], model_data_url: str) -> dict[str, Any]:
+    """deploy_inference_components' arguments: deploy_kwargs on a CPU type, with an S3 prefix."""
+    return {**deploy_kwargs, "instance_type": "ml.m5.xlarge", "model_data_url": model_data_url}
 
 
 @pytest.fixture

@@ -322,9 +322,10 @@ def test_endpoint_metrics_writes_csv_json_and_a_plot(
     figure = metrics.plot(tmp_path / "m.png")
 
     assert len(rows) == len(metrics.points) > 0
-    assert {"endpoint", "variant", "namespace", "metric", "statistic", "timestamp", "value", "unit"} == set(
-        rows[0]
-    )
+    assert {
+        "endpoint", "variant", "namespace", "metric", "statistic", "timestamp", "value", "unit", "component"
+    } == set(rows[0])  # fmt: skip
+    assert {r["component"] for r in rows} == {""}  # a multi-model endpoint's points are its variants'
     invocations = [r for r in rows if r["metric"] == "Invocations"]
     assert [(r["statistic"], float(r["value"]), r["timestamp"]) for r in invocations] == [
         ("Sum", 4.0, _utc(window).isoformat())
