@@ -117,11 +117,13 @@ def serve(
     closed: bool,
     warm: Sequence[str] = (),
     instances: int = 1,
+    hosting: Mapping[str, Any] | None = None,
 ) -> SimulationResult:
     """Simulate requests at ``scheduled`` times on ``instances`` instances; ``closed``: from one client that
     sends each request once the one before is answered (a request goes at its time, or when the one before
     comes back if later); ``warm``: models loaded one after the other before the first request (one request
-    each, left out of the result, its loads and unloads too).
+    each, left out of the result, its loads and unloads too); ``hosting``: :func:`simulate`'s hosting
+    options (``hosting``, ``routing``, ``copies``) when not a multi-model endpoint.
 
     The simulation is open (arrivals do not wait for answers), so the closed client is found by
     iteration: simulate, move each request to after the predicted answer of the one before, again until
@@ -135,7 +137,9 @@ def serve(
     result: SimulationResult | None = None
     for _ in range(len(times)):
         rows = lead + [(offset + t, name) for t, name in zip(times, targets, strict=True)]
-        result = _after(simulate(profiles, Traffic.trace(rows), kind, instances), len(lead), before)
+        result = _after(
+            simulate(profiles, Traffic.trace(rows), kind, instances, **(hosting or {})), len(lead), before
+        )
         if not closed:
             return result
         latency = result.latency_s.tolist()

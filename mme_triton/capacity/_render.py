@@ -192,8 +192,9 @@ def plot(plan: CapacityPlan) -> Figure:
     same hit ratio and p99. The best plan is starred; targets are dashed; the legend sits right of the
     panels, off the data.
     """
-    from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
+
+    from mme_triton._figure import NotebookFigure as Figure
 
     panels = _panels(plan)
     figure = Figure(figsize=(4.2 * len(panels) + 2.2, 4.2), layout="constrained")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import tempfile
 import threading
 import time
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import os
 
-__all__ = ["Replay", "replay"]
+__all__ = ["ComponentSpec", "Replay", "component_name", "replay"]
 
 logger = logging.getLogger(__name__)
 
@@ -116,12 +117,16 @@ def replay(
     time_scale: float,
     concurrency: int,
     warm: Sequence[str] = (),
+    components: Mapping[str, ComponentSpec] | None = None,
+    routing: str | None = None,
     metrics_period: int | None,
     metrics_timeout: float,
     keep: bool,
 ) -> Replay:
     """Deploy, load the ``warm`` models (one request each, not counted), send ``rows`` (``(time_s,
-    TargetModel)``), read the metrics, tear down."""
+    TargetModel)``), read the metrics, tear down. With ``components`` (TargetModel -> what its inference
+    component reserves and its copies), the endpoint hosts each model as an inference component named
+    :func:`component_name` and the requests name those."""
     from mme_triton.client.client import MMEClient
     from mme_triton.endpoint.deploy import deploy_mme
     from mme_triton.endpoint.teardown import teardown
@@ -135,19 +140,27 @@ def replay(
     inputs = _bodies({name: sources[name] for name in names})
     with tempfile.TemporaryDirectory(prefix="mme-validate-") as scratch:
         _upload(names, sources, profile_of, url, session, Path(scratch))
-    deploy_mme(
-        endpoint_name,
-        url,
-        role=role,
-        instance_type=instance_type,
-        instance_count=instance_count,
-        boto3_session=session,
-    )
+    target = {name: name for name in names}
+    if components is None:
+        deploy_mme(
+            endpoint_name,
+            url,
+            role=role,
+            instance_type=instance_type,
+            instance_count=instance_count,
+            boto3_session=session,
+        )
+    else:
+        target = {name: component_name(name, endpoint_name) for name in names}
+        _deploy_components(endpoint_name, names, target, components, url, role, instance_type,
+                           instance_count, routing, session)  # fmt: skip
+        warm = ()  # a component's copies are loaded before it is in service
     try:
         # one kept-alive connection per sending thread, on the client's own path: the endpoint is measured
         client = MMEClient(
-            endpoint_name, boto3_session=session, max_retries_not_ready=0, max_concurrency=concurrency
-        )
+            endpoint_name, boto3_session=session, max_retries_not_ready=0, max_concurrency=concurrency,
+            hosting="mme" if components is None else "inference-components",
+        )  # fmt: skip
         if not client.fast_path:
             logger.warning(
                 "%s: requests go through botocore, whose per-call work is in the latencies", client
@@ -169,7 +182,7 @@ def replay(
                 began = time.monotonic()
                 sent[index] = began - started
                 try:
-                    client.infer(name, inputs[str(sources[name])])
+                    client.infer(target[name], inputs[str(sources[name])])
                 except MMETritonError as exc:
                     errors[index] = f"{type(exc).__name__}: {exc}"
                 latency[index] = time.monotonic() - began
@@ -191,6 +204,54 @@ def replay(
     return Replay(
         endpoint_name, sent, [name for _, name in rows], latency, len(failures),
         failures[0] if failures else None, summary,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    """What one model's inference component reserves per copy, and its copies."""
+
+    memory_bytes: int
+    cpus: float
+    copies: int
+
+
+_UNNAMED = re.compile(r"[^A-Za-z0-9-]+")
+
+
+def component_name(target_model: str, endpoint_name: str) -> str:
+    """The inference component a replay hosts ``target_model`` as: its name without ``.tar.gz`` and with
+    what a component's name cannot hold replaced, and 6 hex of the endpoint's name (component names are
+    unique in an account and region).
+
+    Example:
+        >>> component_name("resnet-007.tar.gz", "validate-ml-c5-xlarge")
+        'resnet-007-fd00e8'
+    """
+    import hashlib
+
+    stem = _UNNAMED.sub("-", target_model.removesuffix(".tar.gz")).strip("-")[:50] or "model"
+    return f"{stem}-{hashlib.sha1(endpoint_name.encode()).hexdigest()[:6]}"
+
+
+def _deploy_components(
+    endpoint_name: str, names: Sequence[str], target: Mapping[str, str],
+    components: Mapping[str, ComponentSpec], url: str, role: str, instance_type: str, instance_count: int,
+    routing: str | None, session: Any,
+) -> None:  # fmt: skip
+    from mme_triton.endpoint.components import InferenceComponent
+    from mme_triton.endpoint.deploy_components import deploy_inference_components
+
+    planned = [
+        InferenceComponent(
+            target[name], f"{url}{name}", memory=components[name].memory_bytes, cpus=components[name].cpus,
+            copies=components[name].copies,
+        )
+        for name in names
+    ]  # fmt: skip
+    deploy_inference_components(
+        endpoint_name, planned, role=role, instance_type=instance_type, instance_count=instance_count,
+        model_data_url=url, routing=routing, boto3_session=session,
     )  # fmt: skip
 
 

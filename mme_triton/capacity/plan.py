@@ -55,6 +55,7 @@ class CapacityPlan:
         notes: what the reader should know of the traffic itself: compulsory misses too many for the
             targets, and how long a traffic would have to be for them to matter no more.
         instance_types: the types compared (a custom :class:`InstanceType` too), by name.
+        routing, copy_utilization: how inference component rows were planned.
     """
 
     rows: tuple[PlanRow, ...]
@@ -65,6 +66,8 @@ class CapacityPlan:
     requests: Traffic | None = dataclasses.field(default=None, repr=False)
     notes: tuple[str, ...] = ()
     instance_types: dict[str, InstanceType] = dataclasses.field(default_factory=dict, repr=False)
+    routing: str = "LEAST_OUTSTANDING_REQUESTS"
+    copy_utilization: float = DEFAULT_COPY_UTILIZATION
 
     def instance_type(self, name: str) -> InstanceType:
         """The type of a row, by name: one the plan compared, else from the table of SageMaker's types."""
@@ -108,6 +111,8 @@ class CapacityPlan:
             "seed": self.seed,
             "notes": list(self.notes),
             "instance_types": [kind.to_dict() for kind in self.instance_types.values()],
+            "routing": self.routing,
+            "copy_utilization": self.copy_utilization,
             "best": None
             if best is None
             else {
@@ -151,6 +156,8 @@ class CapacityPlan:
                 instance_types={
                     kind["name"]: InstanceType.from_dict(kind) for kind in data.get("instance_types", ())
                 },
+                routing=str(data.get("routing", "LEAST_OUTSTANDING_REQUESTS")),
+                copy_utilization=float(data.get("copy_utilization", DEFAULT_COPY_UTILIZATION)),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"not a capacity plan's JSON: {exc}") from None
@@ -378,4 +385,6 @@ def plan_capacity(
         traffic,
         notes=tuple(compulsory_notes(traffic, targets)),
         instance_types={kind.name: kind for kind in kinds},
+        routing=routing,
+        copy_utilization=copy_utilization,
     )

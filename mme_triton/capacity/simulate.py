@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -226,14 +226,15 @@ def simulate(
     hosting: str = "mme",
     routing: str = "LEAST_OUTSTANDING_REQUESTS",
     copy_utilization: float = DEFAULT_COPY_UTILIZATION,
+    copies: Mapping[str, int] | None = None,
 ) -> SimulationResult:
     """Serve ``traffic`` with ``instance_count`` instances of ``instance_type`` and say what happens.
 
     ``hosting="mme"``: a multi-model endpoint (docs/capacity.md, "The model of an instance").
     ``hosting="inference-components"``: each profile's models as inference components, as many copies as
-    keep each at most ``copy_utilization`` busy, placed on the instances, requests routed among a model's
-    copies as ``routing`` says (:mod:`mme_triton.capacity._components`). The same arguments give the same
-    result (``seed`` drives the few random choices of routing).
+    keep each at most ``copy_utilization`` busy (or ``copies``, by TargetModel), placed on the instances,
+    requests routed among a model's copies as ``routing`` says (:mod:`mme_triton.capacity._components`).
+    The same arguments give the same result (``seed`` drives the few random choices of routing).
 
     Raises:
         ValueError: the traffic names a model no profile names, an unknown instance type, an instance
@@ -261,7 +262,9 @@ def simulate(
     by_name = _profiles(models)
     table = _table(by_name, traffic.names)
     if hosting == "inference-components":
-        return _components_result(by_name, traffic, kind, instance_count, seed, routing, copy_utilization)
+        return _components_result(
+            by_name, traffic, kind, instance_count, seed, routing, copy_utilization, copies
+        )
     started = time.perf_counter()
     raw = run(
         traffic.times.tolist(),
@@ -308,6 +311,7 @@ def _components_result(
     seed: int,
     routing: str,
     copy_utilization: float,
+    given: Mapping[str, int] | None,
 ) -> SimulationResult:
     import numpy as np
 
@@ -322,8 +326,10 @@ def _components_result(
     counts = np.bincount(traffic.targets, minlength=len(profiles))
     duration = max(traffic.duration, 1e-9)
     copies = [
-        _components.copies_for(profile, float(counts[m]) / duration, kind, copy_utilization)
-        for m, profile in enumerate(profiles)
+        given[name]
+        if given is not None and name in given
+        else _components.copies_for(profile, float(counts[m]) / duration, kind, copy_utilization)
+        for m, (name, profile) in enumerate(zip(traffic.names, profiles, strict=True))
     ]
     placement = _components.place(profiles, copies, kind, instance_count)
     times, targets = traffic.times.tolist(), traffic.targets.tolist()

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mme_triton.capacity import _predict
-from mme_triton.capacity._replay import Replay, replay
+from mme_triton.capacity._replay import ComponentSpec, Replay, replay
 from mme_triton.capacity.profile import ModelProfile, expand
+from mme_triton.capacity.simulate import simulate
 from mme_triton.capacity.traffic import Traffic
 from mme_triton.endpoint.instance_specs import instance_type as as_instance_type
 
@@ -96,6 +97,8 @@ class Validation:
         requests: requests sent; ``failed``: those that got an error.
         time_scale: the factor the request times were multiplied by.
         in_flight_max: the most requests that were in flight together.
+        hosting: ``"mme"``, or ``"inference-components"`` for a row planned as components (deployed with
+            :func:`~mme_triton.deploy_inference_components`, each model's copies as planned).
         budget: the memory budget the prediction assumed, in words.
         comparisons: the figures.
         predicted, calibrated, measured: the simulation's summary, the calibrated one, the endpoint's
@@ -117,6 +120,7 @@ class Validation:
     measured: dict[str, Any]
     notes: tuple[str, ...] = ()
     in_flight_max: int = 1
+    hosting: str = "mme"
 
     def __getitem__(self, figure: str) -> Comparison:
         for comparison in self.comparisons:
@@ -138,7 +142,9 @@ class Validation:
 
     def __str__(self) -> str:
         header = (
-            f"validation of {self.instance_count} x {self.instance_type} on {self.endpoint_name}: "
+            f"validation of {self.instance_count} x {self.instance_type}"
+            + (" as inference components" if self.hosting == "inference-components" else "")
+            + f" on {self.endpoint_name}: "
             f"{self.requests} requests ({self.failed} failed, at most {self.in_flight_max} in flight), "
             f"time x{self.time_scale:g}, {self.budget}"
         )
@@ -331,7 +337,15 @@ def validate_plan(
     notes += budget_notes
     by_name = expand(profiles)
     sources = {name: models[profile.name] for name, profile in by_name.items()}
+    components = hosting = None
     warmed = sorted({name for _, name in rows}) if warm else []
+    if chosen.hosting == "inference-components":
+        components, hosting = _components(plan, profiles, traffic, kind, chosen.instance_count, by_name)
+        warmed = []  # a component's copies are loaded before it is in service
+        notes.append(
+            f"hosted as inference components: {sum(hosting['copies'].values())} copies placed as planned; "
+            "hit ratio, loads and unloads play no part"
+        )
     done: Replay = replay(
         rows,
         sources,
@@ -339,6 +353,8 @@ def validate_plan(
         instance_type=deployed_type,
         instance_count=chosen.instance_count,
         warm=warmed,
+        components=components,
+        routing=plan.routing if components is not None else None,
         stack=stack,
         boto3_session=boto3_session,
         role=role,
@@ -364,6 +380,7 @@ def validate_plan(
             closed=concurrency == 1,
             warm=warmed,
             instances=chosen_row.instance_count,
+            hosting=hosting,
         )
         return {**_predict.summary(result), "processor_utilization": _utilization(result, scheduled)}
 
@@ -399,4 +416,25 @@ def validate_plan(
         measured=measured,
         notes=tuple(notes),
         in_flight_max=done.in_flight_max,
+        hosting=chosen.hosting,
     )
+
+
+def _components(
+    plan: CapacityPlan, profiles: list[ModelProfile], traffic: Traffic, kind: Any, count: int,
+    by_name: Mapping[str, ModelProfile],
+) -> tuple[dict[str, ComponentSpec], dict[str, Any]]:  # fmt: skip
+    """Each model's component as the plan planned it (the copies of the whole traffic), and the hosting
+    options its prediction takes."""
+    planned = simulate(
+        profiles, traffic, kind, count, seed=plan.seed, hosting="inference-components",
+        routing=plan.routing, copy_utilization=plan.copy_utilization,
+    )  # fmt: skip
+    if planned.placement_failure is not None:
+        raise ValueError(f"the row cannot be deployed as planned: {planned.placement_failure}")
+    copies = dict(planned.copies or {})
+    specs = {
+        name: ComponentSpec(by_name[name].component_memory, by_name[name].component_cpus, copies[name])
+        for name in copies
+    }
+    return specs, {"hosting": "inference-components", "routing": plan.routing, "copies": copies}

@@ -76,7 +76,7 @@ def _window_text(metrics: EndpointMetrics) -> str:
 def plot_metrics(metrics: EndpointMetrics, path: str | Path | None = None) -> Any:
     """The figure (see the module docstring); saved to ``path`` when given."""
     try:
-        from matplotlib.figure import Figure
+        from mme_triton._figure import NotebookFigure as Figure
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("EndpointMetrics.plot() needs matplotlib: pip install matplotlib") from exc
 

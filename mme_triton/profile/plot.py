@@ -32,7 +32,7 @@ _PARTS = (("download_s", "download"), ("extract_s", "extract"), ("load_s", "load
 def plot_report(report: ProfileReport, path: str | os.PathLike[str] | None = None) -> Figure:
     """The figure of ``report`` (saved to ``path`` when given). Needs matplotlib (the ``notebooks`` extra)."""
     try:
-        from matplotlib.figure import Figure
+        from mme_triton._figure import NotebookFigure as Figure
     except ImportError as exc:  # pragma: no cover - matplotlib comes with the dev and notebooks extras
         raise ImportError("report.plot() needs matplotlib: pip install matplotlib") from exc
 

@@ -175,6 +175,7 @@ def test_capacity_plan_plot_draws_hit_ratio_and_p99_per_type(
         min_hit_ratio=0.9,
     )
     figure = plan.plot()
+    assert figure._repr_png_().startswith(b"\x89PNG")  # a notebook cell ending with it shows the plot
     hit_axes, p99_axes, busy_axes, cost_axes = figure.axes
     # the two g5 sizes have the same GPU memory for models: the same results, which the legend says
     assert [line.get_label() for line in p99_axes.get_lines()][:2] == [

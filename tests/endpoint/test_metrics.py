@@ -320,6 +320,7 @@ def test_endpoint_metrics_writes_csv_json_and_a_plot(
     rows = list(csv.DictReader(metrics.to_csv(tmp_path / "m.csv").open()))
     document = json.loads(metrics.to_json(tmp_path / "m.json").read_text())
     figure = metrics.plot(tmp_path / "m.png")
+    assert figure._repr_png_().startswith(b"\x89PNG")  # a notebook cell ending with it shows the plot
 
     assert len(rows) == len(metrics.points) > 0
     assert {

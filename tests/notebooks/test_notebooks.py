@@ -32,6 +32,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "profile": ("triton", "moto", "torch"),
     "metrics": ("triton", "moto"),
     "capacity": ("triton", "moto"),
+    "inference_components": ("triton", "moto"),
 }
 CELL_TIMEOUT = 300  # seconds; the first torch import and the exports are the slow cells
 EXIT_TIMEOUT = 30.0  # seconds the kernel has to run its exit hooks (the stack stops there) after shutdown

@@ -62,6 +62,7 @@ def test_profile_plot_names_the_models_profiled() -> None:
     title = figure.get_suptitle()
     assert title.startswith("profile of resnet, bert: 4 candidate(s) on stack")
     assert "p99 <= 100 ms" in title
+    assert figure._repr_png_().startswith(b"\x89PNG")  # a notebook cell ending with it shows the plot
 
 
 def test_profile_plot_budget_beyond_the_measurements_does_not_stretch_the_axis() -> None:
