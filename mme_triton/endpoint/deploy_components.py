@@ -121,8 +121,9 @@ def deploy_inference_components(
         progress: ``progress(stage, detail)`` hook; ``deploy_mme``'s stages and ``"create-component"``,
             ``"update-component"``, ``"delete-component"``.
         overwrite: passed to ``upload_models`` for Artifacts whose name holds other content.
-        boto3_session, sagemaker_session, boto_config, sagemaker_client, autoscaling_client,
-            cloudwatch_client, s3_client: how to reach AWS; a given client wins over the session.
+        boto3_session, sagemaker_session, boto_config: how to reach AWS.
+        sagemaker_client, autoscaling_client, cloudwatch_client, s3_client: clients to use; a given
+            client wins over the session.
 
     Returns:
         The same :class:`~mme_triton.endpoint.handle.Endpoint` handle ``deploy_mme`` returns, with

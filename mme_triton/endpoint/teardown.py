@@ -184,8 +184,9 @@ def teardown(
         delete_artifacts: also delete the artifacts under the prefix.
         dry_run: remove nothing, report what would be removed.
         timeout: seconds, in all, that reads are retried while the control plane throttles or fails.
-        region, boto3_session, boto_config, sagemaker_client, autoscaling_client, s3_client,
-            cloudwatch_client: how to reach AWS; a given client wins over the session.
+        region, boto3_session, boto_config: how to reach AWS.
+        sagemaker_client, autoscaling_client, s3_client, cloudwatch_client: clients to use; a given
+            client wins over the session.
         sagemaker_session: a ``sagemaker.Session`` instead of ``boto3_session`` (its ``boto_session``).
 
     Raises:
