@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.triton, pytest.mark.moto, pytest.mark.slow]
 
 CPU_S = 0.04
 COPIES = 4
-DURATION_S = 8.0
+DURATION_S = 5.0
 UTILIZATIONS = (0.3, 0.6, 0.85)
 
 

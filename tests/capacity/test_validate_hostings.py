@@ -34,7 +34,7 @@ def checked(stack: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, 
         tmp_path_factory.mktemp("repository"), "tiny", inputs={"INPUT0": ("FP32", [4])},
         outputs={"OUTPUT0": ("FP32", [4])},
     )  # fmt: skip
-    traffic = mt.Traffic.uniform([PROFILE], rate=4, duration=15, seed=2)
+    traffic = mt.Traffic.uniform([PROFILE], rate=4, duration=8, seed=2)
     plan = mt.plan_capacity(
         [PROFILE], traffic, instance_types=["ml.m5.xlarge"], instance_counts=[1],
         hosting=("mme", "inference-components"), p99="5s",

@@ -101,7 +101,7 @@ def test_cli_deploy_components_dry_run_prints_the_plan_and_creates_nothing(
     plan = _json(capsys)
     assert plan["endpoint_action"] == "create"
     assert [(c["name"], c["action"]) for c in plan["components"]] == [("linear", "create")]
-    assert boto3.client("sagemaker").list_endpoints()["Endpoints"] == []
+    assert boto3.Session().client("sagemaker").list_endpoints()["Endpoints"] == []  # the env now
     assert main(["list", aws_env]) == 0
     assert capsys.readouterr().out.strip() == ""  # nothing uploaded either
     zero = _deploy("planned-ic", aws_env, "--component", f"linear={EXAMPLES / 'linear'},copies=0")

@@ -166,7 +166,7 @@ def test_cli_deploy_dry_run_prints_the_plan_and_creates_nothing(
     assert plan["endpoint_action"] == "create"
     assert [upload["target_model"] for upload in plan["uploads"]] == ["linear.tar.gz"]
     assert plan["environment"]["SAGEMAKER_TRITON_SHM_DEFAULT_BYTE_SIZE"] == str(16 * 1024 * 1024)
-    assert boto3.client("sagemaker").list_endpoints()["Endpoints"] == []
+    assert boto3.Session().client("sagemaker").list_endpoints()["Endpoints"] == []  # the env now
     assert main(["list", aws_env]) == 0
     assert capsys.readouterr().out.strip() == ""  # nothing uploaded either
 

@@ -208,7 +208,8 @@ def test_local_up_serves_another_process_through_the_printed_environment(
         instance_type="ml.m5.xlarge",
         poll_interval=0.1,
     )
-    answer = boto3.client("sagemaker-runtime").invoke_endpoint(
+    runtime = boto3.Session().client("sagemaker-runtime")  # reads the environment now
+    answer = runtime.invoke_endpoint(
         EndpointName="from-env",
         TargetModel="scale.tar.gz",
         Body=b'{"inputs":[{"name":"INPUT0","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]}]}',
