@@ -223,6 +223,7 @@ class SageMakerFront:
 
         class Server(ThreadingHTTPServer):
             daemon_threads = True
+            request_queue_size = 128  # 64 connections at once; at the default 5, SYNs wait out retries
 
             def get_request(self) -> tuple[socket.socket, Any]:
                 sock, address = super().get_request()
