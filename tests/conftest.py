@@ -36,12 +36,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     A module whose group would hold one worker for minutes sets ``XDIST_GROUPS = n``: its tests are dealt
     into ``n`` groups in turn, each starting the module's fixtures once on its own worker (for modules
-    whose tests do not depend on one another's order)."""
+    whose tests do not depend on one another's order). A module whose single tests take up to a minute each
+    (a notebook, a docs page) sets ``XDIST_LONG = True``: they go right after the groups, so that no worker
+    starts one of them while the others are out of work."""
     if not config.pluginmanager.hasplugin("xdist"):
         return
     grouped: set[str] = set()
+    long: set[str] = set()
     dealt: dict[str, int] = {}
     for item in items:
+        if getattr(getattr(item, "module", None), "XDIST_LONG", False):
+            long.add(item.nodeid)
         fixture_info = getattr(item, "_fixtureinfo", None)
         if fixture_info is None:
             continue
@@ -59,7 +64,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 group = f"{module}#{index % parts}"
             item.add_marker(pytest.mark.xdist_group(name=group))
             grouped.add(item.nodeid)
-    items.sort(key=lambda item: item.nodeid not in grouped)
+    items.sort(key=lambda item: (item.nodeid not in grouped, item.nodeid not in long))
 
 
 # What tests report through record_property to the end-of-run summary, by property name (the docs' blocks

@@ -78,3 +78,24 @@ def test_tests_sharing_a_module_fixture_run_on_one_worker_that_starts_it_once(tm
         assert len({r["worker"] for r in tests if r["group"] == group}) == 1
     setups = [r["worker"] for r in split if r["event"] == "setup"]
     assert sorted(setups) == sorted({r["worker"] for r in tests})
+
+
+def test_groups_go_first_then_the_long_single_tests_then_the_rest(tmp_path: Path) -> None:
+    shutil.copy(CONFTEST, tmp_path / "conftest.py")
+    (tmp_path / "test_a_alone.py").write_text("def test_alone():\n    pass\n")
+    (tmp_path / "test_b_long.py").write_text(
+        "XDIST_LONG = True\n\n\ndef test_long_one():\n    pass\n\n\ndef test_long_two():\n    pass\n"
+    )
+    (tmp_path / "test_c_shared.py").write_text(SHARED)
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    order = [line.split("::")[0] for line in done.stdout.splitlines() if "::" in line]
+    assert order == ["test_c_shared.py"] * 6 + ["test_b_long.py"] * 2 + ["test_a_alone.py"], order

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from blocks import NOT_RUN_PROPERTY, PAGES, ROOT, Block, blocks, python_pages
 
+XDIST_LONG = True  # each test takes up to a minute: scheduled early (tests/conftest.py)
 BUCKET = "my-bucket"
 MAX_NOT_RUN = 6
 _TORCH_HINTS = ("import torch", "mme_triton.export", "transformers")

@@ -34,6 +34,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "capacity": ("triton", "moto"),
     "inference_components": ("triton", "moto"),
 }
+XDIST_LONG = True  # each test takes up to a minute: scheduled early (tests/conftest.py)
 CELL_TIMEOUT = 300  # seconds; the first torch import and the exports are the slow cells
 EXIT_TIMEOUT = 30.0  # seconds the kernel has to run its exit hooks (the stack stops there) after shutdown
 
