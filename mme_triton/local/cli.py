@@ -193,6 +193,9 @@ def local_status(args: argparse.Namespace) -> int:
     if not statuses:
         _out(f"no endpoint in service on the stack at {url}")
     for status in statuses:
+        if status.components or not status.model_data_url:
+            _components(status)
+            continue
         budget = "no byte limit" if status.memory_budget is None else human_size(status.memory_budget)
         several = len(status.instances) > 1
         count = f"{len(status.instances)} instances, " if several else ""
@@ -216,6 +219,28 @@ def local_status(args: argparse.Namespace) -> int:
         else:
             _out(f"  in {status.model_data_url}, not loaded: {', '.join(status.not_loaded) or 'none'}")
     return 0
+
+
+def _components(status: Any) -> None:
+    """An endpoint that hosts inference components: each component's copies."""
+    _out(
+        f"endpoint {status.endpoint_name} ({status.variant_name}, {status.instance_type}): "
+        f"{_count(len(status.components), 'inference component')}"
+    )
+    for component in status.components:
+        _out(
+            f"  component {component.component_name}: {_count(len(component.copies), 'copy', 'copies')} "
+            f"in the routing (copy count {component.copy_count})"
+        )
+        for copy in component.copies:
+            _out(
+                f"    copy {copy.copy_id} on {copy.instance_id}: {copy.served} served, "
+                f"{copy.in_flight} in flight"
+            )
+
+
+def _count(number: int, singular: str, plural: str | None = None) -> str:
+    return f"{number} {singular if number == 1 else plural or singular + 's'}"
 
 
 def _loaded(models: list[Any], indent: str) -> None:

@@ -363,3 +363,51 @@ def test_stack_components_a_copy_whose_triton_dies_is_replaced(ic_stack: Any, is
     )
     assert replaced.triton.pid != pid and len(runtime.copies) == 2
     assert np.array_equal(invoke(ic_stack, endpoint, "crash-ic", x)["OUTPUT0"], 2 * x["INPUT0"])
+
+
+def test_stack_status_shows_each_components_copies_in_python_json_and_the_cli(
+    ic_stack: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    from mme_triton.local.cli import add_local_commands
+    from mme_triton.local.route.status import status_from_json
+
+    endpoint = component_endpoint(ic_stack, "status-ep")
+    create_component(ic_stack, "status-scale", endpoint, "scale-model")
+    create_component(ic_stack, "status-linear", endpoint, "linear-model")
+    x = {"INPUT0": np.ones((1, 4), np.float32)}
+    for _ in range(3):
+        invoke(ic_stack, endpoint, "status-scale", x)
+    invoke(ic_stack, endpoint, "status-linear", x)
+    set_copies(ic_stack, "status-scale", 2)
+
+    statuses = ic_stack.status()
+    status = {s.endpoint_name: s for s in statuses}[endpoint]
+    components = {c.component_name: c for c in status.components}
+    assert sorted(components) == ["status-linear", "status-scale"]
+    assert (status.variant_name, status.instance_type, status.loaded) == ("AllTraffic", "ml.m5.xlarge", [])
+    scale, linear = components["status-scale"], components["status-linear"]
+    assert (scale.copy_count, len(scale.copies), linear.copy_count, len(linear.copies)) == (2, 2, 1, 1)
+    assert sorted(c.served for c in scale.copies) == [0, 3]  # the new copy has served nothing yet
+    assert [(c.served, c.in_flight) for c in linear.copies] == [(1, 0)]
+    assert len({c.copy_id for c in scale.copies}) == 2 and all(c.instance_id for c in scale.copies)
+    assert status_from_json({"endpoints": [s.to_dict() for s in statuses]}) == statuses
+
+    parser = argparse.ArgumentParser(prog="mme-triton")
+    add_local_commands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["local", "status", "--url", ic_stack.runtime_url])
+    assert args.handler(args) == 0
+    blocks = ["endpoint " + block for block in capsys.readouterr().out.split("endpoint ")[1:]]
+    printed = next(block for block in blocks if block.startswith(f"endpoint {endpoint} "))
+    assert printed.startswith(f"endpoint {endpoint} (AllTraffic, ml.m5.xlarge): 2 inference components\n")
+    assert "component status-scale: 2 copies in the routing (copy count 2)" in printed
+    assert "component status-linear: 1 copy in the routing (copy count 1)" in printed
+    assert printed.count(" served, 0 in flight") == 3
+    assert ": 1 served, 0 in flight" in printed and ": 3 served, 0 in flight" in printed
+
+    sm = ic_stack.client("sagemaker")  # its three copies stop: the module's other tests share the machine
+    for name in ("status-scale", "status-linear"):
+        sm.delete_inference_component(InferenceComponentName=name)
+    wait_for(lambda: not sm.list_inference_components(EndpointNameEquals=endpoint)["InferenceComponents"])
+    sm.delete_endpoint(EndpointName=endpoint)

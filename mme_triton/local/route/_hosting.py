@@ -63,6 +63,11 @@ class ComponentHosting:
     def _init_hosting(self) -> None:
         self._hosting: dict[str, ComponentEndpoint] = {}
 
+    def hostings(self) -> list[str]:
+        """Names of the endpoints in service that host inference components."""
+        with self._lock:
+            return sorted(self._hosting)
+
     def hosting(self, endpoint_name: str) -> ComponentEndpoint | None:
         """The runtime of an in-service endpoint that hosts inference components (else ``None``)."""
         with self._lock:
@@ -118,6 +123,7 @@ class ComponentHosting:
         endpoint = ComponentEndpoint(
             endpoint_name,
             variant.get("VariantName", "AllTraffic"),
+            instance_type=variant.get("InstanceType"),
             routing=routing,
             s3=self._s3,
             workdir=workdir,

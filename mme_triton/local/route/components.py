@@ -69,6 +69,7 @@ class ComponentEndpoint:
 
     Parameters:
         endpoint_name, variant_name: the endpoint and its production variant.
+        instance_type: the variant's ``InstanceType`` (what ``LocalStack.status()`` shows).
         routing: the variant's ``RoutingConfig.RoutingStrategy`` (``LEAST_OUTSTANDING_REQUESTS`` by default).
         s3: reads the components' model archives.
         workdir: the endpoint's scratch directory (a directory per component inside).
@@ -84,6 +85,7 @@ class ComponentEndpoint:
         endpoint_name: str,
         variant_name: str,
         *,
+        instance_type: str | None = None,
         routing: str | None,
         s3: S3Client,
         workdir: Path,
@@ -97,6 +99,7 @@ class ComponentEndpoint:
     ) -> None:
         self.endpoint_name = endpoint_name
         self.variant_name = variant_name
+        self.instance_type = instance_type
         self.routing = routing if routing in ROUTING_STRATEGIES else "LEAST_OUTSTANDING_REQUESTS"
         self.budget = budget
         self.workdir = workdir

@@ -3,9 +3,10 @@
 SageMaker shows none of this (per-model metrics "aren't supported"); the stack can, because it runs the
 instances: per in-service endpoint, each instance's loaded models (least recently used first) with the
 memory each counts against the instance's budget and how many times it was loaded there, and the models in
-S3 no instance has loaded. The runtime server answers the same as JSON on ``GET /mme-triton/status``
-(:data:`STATUS_PATH`), so that another process (``mme-triton local status``) can read a running
-``local up``.
+S3 no instance has loaded; for an endpoint that hosts inference components, each component's copies (the
+instance each runs on, the requests it served and has in flight). The runtime server answers the same as
+JSON on ``GET /mme-triton/status`` (:data:`STATUS_PATH`), so that another process (``mme-triton local
+status``) can read a running ``local up``.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ if TYPE_CHECKING:
 __all__ = [
     "STATUS_PATH",
     "EndpointStatus",
+    "HostedComponent",
     "InstanceStatus",
     "LoadedModel",
+    "RunningCopy",
     "stack_status",
     "status_from_json",
 ]
@@ -59,6 +62,29 @@ class InstanceStatus:
 
 
 @dataclass(frozen=True)
+class RunningCopy:
+    """One copy of an inference component: a Triton serving the component's model on an instance."""
+
+    copy_id: str
+    instance_id: str
+    served: int
+    """Requests it answered."""
+    in_flight: int
+    """Requests it is answering now."""
+
+
+@dataclass(frozen=True)
+class HostedComponent:
+    """One inference component of an endpoint that hosts them (in :attr:`EndpointStatus.components`)."""
+
+    component_name: str
+    copy_count: int
+    """The copies the control plane gives it now (``CurrentCopyCount``)."""
+    copies: list[RunningCopy] = field(default_factory=list)
+    """The copies in the routing (fewer than ``copy_count`` while copies start or leave)."""
+
+
+@dataclass(frozen=True)
 class EndpointStatus:
     """What one in-service endpoint of the stack holds now."""
 
@@ -80,6 +106,9 @@ class EndpointStatus:
     """Why the models in S3 could not be listed, when they could not."""
     instances: list[InstanceStatus] = field(default_factory=list)
     """Each instance's models and counters, oldest instance first."""
+    components: list[HostedComponent] = field(default_factory=list)
+    """For an endpoint that hosts inference components (no ModelDataUrl, no models loaded on demand):
+    each component and its copies, by name."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dictionary."""
@@ -139,6 +168,31 @@ def stack_status(runtime: InvocationRuntime) -> list[EndpointStatus]:
                 instances=instances,
             )
         )
+    for name in runtime.hostings():
+        hosting = runtime.hosting(name)
+        if hosting is None:  # deleted meanwhile
+            continue
+        components = []
+        for component_name in hosting.components():
+            component = hosting.component(component_name)
+            if component is None:
+                continue
+            copies = [
+                RunningCopy(copy.copy_id, copy.instance_id, copy.served, copy.in_flight)
+                for copy in component.copies
+                if not copy.retired
+            ]
+            components.append(HostedComponent(component_name, component.planned, copies))
+        found.append(
+            EndpointStatus(
+                endpoint_name=name,
+                variant_name=hosting.variant_name,
+                instance_type=hosting.instance_type,
+                model_data_url="",
+                memory_budget=None,
+                components=components,
+            )
+        )
     return found
 
 
@@ -161,6 +215,12 @@ def status_from_json(document: Any) -> list[EndpointStatus]:
                     "instances": [
                         InstanceStatus(**{**instance, "loaded": loaded(instance)})
                         for instance in entry.get("instances", [])
+                    ],
+                    "components": [
+                        HostedComponent(
+                            **{**component, "copies": [RunningCopy(**c) for c in component.get("copies", [])]}
+                        )
+                        for component in entry.get("components", [])
                     ],
                 }
             )
