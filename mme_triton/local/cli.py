@@ -193,7 +193,7 @@ def local_status(args: argparse.Namespace) -> int:
     if not statuses:
         _out(f"no endpoint in service on the stack at {url}")
     for status in statuses:
-        if status.components or not status.model_data_url:
+        if not status.model_data_url:  # an endpoint of inference components
             _components(status)
             continue
         budget = "no byte limit" if status.memory_budget is None else human_size(status.memory_budget)
