@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -65,13 +66,14 @@ def lru_replay(targets: list[int], capacity: int) -> int:
     return hits
 
 
-def _best_of(repeat: int, run: Any) -> tuple[float, Any]:
+def _timed(repeat: int, run: Any) -> tuple[float, float, Any]:
+    """The median and the worst (longest) wall time of ``repeat`` runs, and the last run's result."""
     times, result = [], None
     for _ in range(repeat):
         started = time.perf_counter()
         result = run()
         times.append(time.perf_counter() - started)
-    return min(times), result
+    return statistics.median(times), max(times), result
 
 
 def validations(requests: int = 48, held: int = 4, copies: int = 6) -> tuple[Any, dict[str, Any]]:
@@ -223,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=50.0, help="requests per second")
     parser.add_argument("--duration", type=float, default=3600.0, help="seconds of traffic")
     parser.add_argument("--models", type=int, default=500, help="models")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (the best is kept)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (median and worst shown)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--no-validate", action="store_true", help="skip the prediction against the stack")
     parser.add_argument(
@@ -258,14 +260,17 @@ def main(argv: list[str] | None = None) -> int:
         made[law] = time.perf_counter() - started
         targets = traffic.targets.tolist()
         for count in (1, 4):
-            wall, result = _best_of(args.repeat, lambda t=traffic, c=count: simulate([profile], t, kind, c))
-            lru_wall, lru_hits = _best_of(args.repeat, lambda t=targets, c=count: lru_replay(t, fit * c))
+            wall, worst, result = _timed(
+                args.repeat, lambda t=traffic, c=count: simulate([profile], t, kind, c)
+            )
+            lru_wall, _, lru_hits = _timed(args.repeat, lambda t=targets, c=count: lru_replay(t, fit * c))
             results.append(
                 {
                     "traffic": "zipf s=1.1" if law == "zipf" else "uniform",
                     "instances": count,
                     "requests": len(traffic),
                     "wall_s": wall,
+                    "worst_wall_s": worst,
                     "requests_per_s": len(traffic) / wall,
                     "lru_wall_s": lru_wall,
                     "ratio": wall / lru_wall,
@@ -274,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
                 }
             )
     plan_traffic = Traffic.zipf([profile], s=1.1, rate=args.rate, duration=600, seed=0)
-    plan_wall, plan = _best_of(1, lambda: plan_capacity([profile], plan_traffic, min_hit_ratio=0.9))
+    plan_wall, _, plan = _timed(1, lambda: plan_capacity([profile], plan_traffic, min_hit_ratio=0.9))
     checked = None if args.no_validate else validations()
     concurrent = None if args.no_concurrent else concurrent_validations(args.concurrent_duration)
     if args.json:
@@ -287,16 +292,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(
         f"{args.models} models of 300 MiB (cold start 4 s, load 1 s, service 20 ms), {args.rate:g} req/s for "
-        f"{args.duration:g} s, ml.g5.xlarge ({fit} models fit); best of {args.repeat}\n"
+        f"{args.duration:g} s, ml.g5.xlarge ({fit} models fit); times: median of {args.repeat} runs, and the "
+        "worst, which the goal is judged on\n"
     )
-    print("| traffic | instances | requests | simulate s | simulated req/s | LRU replay s | vs LRU replay |"
-          " hit ratio (LRU replay) | under 5 s |")  # fmt: skip
+    print("| traffic | instances | requests | simulate s (median / worst) | simulated req/s | LRU replay s |"
+          " vs LRU replay | hit ratio (LRU replay) | under 5 s |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|")
     for row in results:
-        met = "yes" if row["wall_s"] < GOAL_S else "NO"
+        met = "yes" if row["worst_wall_s"] < GOAL_S else "NO"
         print(
-            f"| {row['traffic']} | {row['instances']} | {row['requests']:,} | {row['wall_s']:.2f} "
-            f"| {row['requests_per_s']:,.0f} | {row['lru_wall_s']:.3f} | {row['ratio']:.1f}x "
+            f"| {row['traffic']} | {row['instances']} | {row['requests']:,} "
+            f"| {row['wall_s']:.2f} / {row['worst_wall_s']:.2f} | {row['requests_per_s']:,.0f} "
+            f"| {row['lru_wall_s']:.3f} | {row['ratio']:.1f}x "
             f"| {row['hit_ratio']:.3f} ({row['lru_hit_ratio']:.3f}) | {met} |"
         )
     print(
@@ -306,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     validated = True if checked is None else _print_validations(*checked)
     concurrent_met = True if concurrent is None else _print_concurrent(concurrent)
-    return 0 if validated and concurrent_met and all(row["wall_s"] < GOAL_S for row in results) else 1
+    return 0 if validated and concurrent_met and all(row["worst_wall_s"] < GOAL_S for row in results) else 1
 
 
 if __name__ == "__main__":
